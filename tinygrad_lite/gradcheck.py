@@ -1,0 +1,66 @@
+"""gradcheck: analytic gradients against central finite differences, in float64."""
+from __future__ import annotations
+
+import numpy as np
+
+from .tensor import Tensor
+
+
+class GradcheckError(AssertionError):
+    """Analytic and numeric gradients disagree; the message names the worst elements."""
+
+
+def gradcheck(fn, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, seed: int = 0) -> bool:
+    """Check d fn(*inputs) / d input for every input that requires grad.
+
+    A non-scalar output is reduced to Σ w·out with fixed random weights w, so one
+    backward pass checks the whole Jacobian-vector product. Inputs must be float64:
+    float32 finite differences are too coarse to mean anything.
+    """
+    checked = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad; pass Tensors with requires_grad=True")
+    for t in checked:
+        if t.dtype != np.float64:
+            raise TypeError(f"gradcheck: inputs must be float64 for finite differences, got {t.dtype} "
+                            f"(shape {t.shape}); use Tensor(x, dtype=np.float64)")
+    for t in checked:
+        t.data = np.ascontiguousarray(t.data)
+    first = fn(*inputs)
+    if not isinstance(first, Tensor):
+        raise TypeError(f"gradcheck: fn must return a Tensor, got {type(first).__name__}")
+    weights = np.random.default_rng(seed).standard_normal(first.shape)
+
+    def objective() -> float:
+        return float((fn(*inputs).data * weights).sum())
+
+    for t in checked:
+        t.grad = None
+    (fn(*inputs) * Tensor(weights)).sum().backward()
+
+    failures = []
+    for i, t in enumerate(inputs):
+        if not (isinstance(t, Tensor) and t.requires_grad):
+            continue
+        analytic = np.zeros(t.shape) if t.grad is None else np.asarray(t.grad, dtype=np.float64)
+        numeric = np.zeros(t.shape)
+        flat = t.data.reshape(-1)
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            up = objective()
+            flat[j] = orig - eps
+            down = objective()
+            flat[j] = orig
+            numeric.reshape(-1)[j] = (up - down) / (2 * eps)
+        err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
+        if t.data.size and (err.max() > 0 or not np.isfinite(analytic).all()):
+            worst = np.unravel_index(np.nanargmax(np.where(np.isfinite(err), err, np.inf)), t.shape)
+            failures.append(f"input {i} (shape {t.shape}): worst element {tuple(int(w) for w in worst)} "
+                            f"analytic {analytic[worst]:.8g} vs numeric {numeric[worst]:.8g}")
+    if failures:
+        if raise_exception:
+            raise GradcheckError("gradcheck failed:\n  " + "\n  ".join(failures))
+        return False
+    return True

@@ -1,0 +1,1 @@
+"""Pictures of the engine: Graphviz computation/backprop graphs and matplotlib plots."""
