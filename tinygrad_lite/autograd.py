@@ -106,8 +106,9 @@ def creation_site() -> str:
 
 
 def scope_path(scope) -> str:
-    names = [getattr(m, "_path", None) or type(m).__name__ for m in scope]
-    return names[-1] if names and getattr(scope[-1], "_path", None) else "/".join(names)
+    """Dotted module path of a recorded scope, e.g. 'encoder.layers.0.self_attn'.
+    The outermost module is the root; each inner one is named by its attribute name."""
+    return ".".join(getattr(m, "_name", None) or type(m).__name__ for m in scope[1:])
 
 
 def check_finite(tensor, what: str, array):

@@ -1,0 +1,164 @@
+"""Find an installed font that can draw Chinese, so token labels like '苹果' are not empty boxes.
+
+matplotlib's default font (DejaVu Sans) has no CJK glyphs; the article's running example
+("这是一个苹果" → "This is an apple") needs one. Discovery looks at the fonts matplotlib
+knows, best-known CJK families first, and trusts a font only if its cmap really maps the
+probe character (fontTools is a matplotlib dependency, so it is always importable).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from fontTools.ttLib import TTFont, TTLibError
+from matplotlib import font_manager
+
+CJK_PROBE = "苹"
+
+CJK_NAME_PATTERNS = (
+    "Noto Sans CJK",
+    "Noto Serif CJK",
+    "Noto Sans SC",
+    "Noto Sans TC",
+    "Noto Sans JP",
+    "WenQuanYi",
+    "Source Han",
+    "AR PL",
+    "Droid Sans Fallback",
+    "Microsoft YaHei",
+    "SimHei",
+    "SimSun",
+    "PingFang",
+    "Hiragino",
+    "Heiti",
+)
+
+CJK_FILE_PATTERN = re.compile(
+    r"wqy|noto\w*cjk|notosans(sc|tc|jp|kr|hk)|sourcehan|ukai|uming|droidsansfallback"
+    r"|msyh|simhei|simsun|pingfang|hiragino|stheiti",
+    re.IGNORECASE,
+)
+
+# Fonts that map every code point to a placeholder box: "covering" CJK, drawing nothing useful.
+PLACEHOLDER_FONT_NAMES = ("Last Resort",)
+
+CJK_RANGES = (
+    (0x2E80, 0x2FDF),  # radicals
+    (0x3000, 0x30FF),  # CJK punctuation, kana
+    (0x3100, 0x31FF),  # bopomofo, kana extensions
+    (0x3400, 0x4DBF),  # extension A
+    (0x4E00, 0x9FFF),  # unified ideographs
+    (0xAC00, 0xD7AF),  # hangul syllables
+    (0xF900, 0xFAFF),  # compatibility ideographs
+    (0xFF00, 0xFFEF),  # full-width forms
+    (0x20000, 0x3134F),  # extensions B and later
+)
+
+INSTALL_HINT = (
+    "install a CJK font (e.g. `apt-get install fonts-wqy-microhei` or `fonts-noto-cjk`) "
+    "or write .svg, which keeps the text as text for the browser to draw"
+)
+
+
+@dataclass(frozen=True)
+class CJKFont:
+    """An installed font file (face `index` inside a .ttc collection) that draws CJK."""
+
+    name: str
+    path: str
+    index: int = 0
+
+    def properties(self, size=None) -> font_manager.FontProperties:
+        """FontProperties selecting exactly this face, at `size` points."""
+        if self.index == 0:
+            return font_manager.FontProperties(fname=self.path, size=size)
+        return font_manager.FontProperties(family=self.name, size=size)
+
+
+def needs_cjk_font(text: str) -> bool:
+    """True if `text` has a Chinese/Japanese/Korean character that DejaVu Sans cannot draw."""
+    return any(lo <= ord(ch) <= hi for ch in text for lo, hi in CJK_RANGES)
+
+
+def font_covers(path: str, text: str, index: int = 0) -> bool:
+    """True if the font file's cmap maps every character of `text`; unreadable fonts cover nothing."""
+    is_collection = str(path).lower().endswith((".ttc", ".otc"))
+    try:
+        with TTFont(path, fontNumber=index if is_collection else -1, lazy=True) as font:
+            cmap = font.getBestCmap() or {}
+    except (OSError, TTLibError, AssertionError, KeyError, ValueError):
+        return False
+    return all(ord(ch) in cmap for ch in text)
+
+
+def _family_name(path: str, index: int = 0) -> str:
+    """The font's family name from its name table, or its file name if unreadable."""
+    is_collection = str(path).lower().endswith((".ttc", ".otc"))
+    try:
+        with TTFont(path, fontNumber=index if is_collection else -1, lazy=True) as font:
+            name = font["name"].getBestFamilyName()
+    except (OSError, TTLibError, AssertionError, KeyError, ValueError):
+        name = None
+    return name or os.path.splitext(os.path.basename(path))[0]
+
+
+def _name_rank(name: str) -> int:
+    for rank, pattern in enumerate(CJK_NAME_PATTERNS):
+        if pattern.lower() in name.lower():
+            return rank
+    return len(CJK_NAME_PATTERNS)
+
+
+def find_cjk_font(
+    entries: Iterable | None = None,
+    probe: str = CJK_PROBE,
+    covers: Callable[[str, str, int], bool] | None = None,
+) -> CJKFont | None:
+    """The best installed font that draws `probe`, or None.
+
+    `entries` are matplotlib FontEntry-like objects (`.name`, `.fname`, optional `.index`);
+    by default matplotlib's font list, then CJK-named font files the system has but
+    matplotlib's cached list missed (e.g. installed after the cache was built).
+    """
+    if entries is None and probe == CJK_PROBE and covers is None:
+        return _installed_cjk_font()
+    return _search(entries, probe, covers or font_covers)
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_cjk_font() -> CJKFont | None:
+    found = _search(None, CJK_PROBE, font_covers)
+    if found is not None:
+        return found
+    known = {os.path.realpath(entry.fname) for entry in font_manager.fontManager.ttflist}
+    for path in sorted(font_manager.findSystemFonts()):
+        if os.path.realpath(path) in known or not CJK_FILE_PATTERN.search(os.path.basename(path)):
+            continue
+        if font_covers(path, CJK_PROBE):
+            return CJKFont(name=_family_name(path), path=path)
+    return None
+
+
+def _search(entries, probe: str, covers) -> CJKFont | None:
+    if entries is None:
+        entries = font_manager.fontManager.ttflist
+    candidates = [
+        entry
+        for entry in entries
+        if not any(bad.lower() in entry.name.lower() for bad in PLACEHOLDER_FONT_NAMES)
+    ]
+    candidates.sort(key=lambda entry: _name_rank(entry.name))
+    checked = set()
+    for entry in candidates:
+        index = getattr(entry, "index", 0) or 0
+        key = (entry.fname, index)
+        if key in checked:
+            continue
+        checked.add(key)
+        if covers(entry.fname, probe, index):
+            return CJKFont(name=entry.name, path=entry.fname, index=index)
+    return None

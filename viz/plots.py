@@ -1,0 +1,822 @@
+"""matplotlib pictures for the article's ideas: attention maps, positional encodings, softmax
+temperature, loss curves, gradient descent on a loss surface, decision boundaries.
+
+Every function takes plain NumPy arrays, Python lists or file paths (never the engine), builds
+its own `Figure` on the Agg canvas (no pyplot, so nothing leaks between calls), writes `out`
+atomically in the format its extension names, and returns a `PlotResult`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from numbers import Real
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from viz import fonts
+
+SUPPORTED_FORMATS = ("png", "svg", "pdf")
+DEFAULT_DPI = 100
+_MISSING_GLYPH_MESSAGE = r"Glyph \d+ .*missing from font"
+
+
+class MissingCJKFontWarning(UserWarning):
+    """Chinese/Japanese/Korean text is being drawn without a font that has its glyphs."""
+
+
+@dataclass
+class PlotResult:
+    """What a plot function made: the file written, the Figure, and the numbers it drew."""
+
+    path: Path
+    figure: Figure
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _output_path(out, op: str) -> tuple[Path, str]:
+    if out is None:
+        raise TypeError(f"{op}: out is required: a path ending in .png, .svg or .pdf")
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"{op}: out must be a str or path, got {type(out).__name__}")
+    path = Path(out)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in SUPPORTED_FORMATS:
+        allowed = ", ".join("." + name for name in SUPPORTED_FORMATS)
+        got = f"extension {path.suffix!r}" if path.suffix else "no extension"
+        raise ValueError(f"{op}: cannot write {str(path)!r}: {got}; expected one of {allowed}")
+    return path, fmt
+
+
+def _new_figure(figsize, dpi, op: str) -> Figure:
+    if isinstance(dpi, bool) or not isinstance(dpi, Real) or not 0 < dpi < 10_000:
+        raise ValueError(f"{op}: dpi must be a positive number, got {dpi!r}")
+    figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _unwritable(exc: OSError, op: str, path: Path, directory: Path) -> OSError:
+    message = f"{op}: cannot write {str(path)!r}: directory {str(directory)!r} is not writable"
+    if exc.errno is None:
+        return OSError(f"{message} ({exc})")
+    return OSError(exc.errno, f"{message} ({exc.strerror})", str(directory))
+
+
+def _use_cjk_font(figure: Figure, fmt: str, op: str) -> tuple[dict, bool]:
+    """Give CJK texts a CJK font; without one keep SVG text as text, or warn once.
+
+    Returns the rcParams to save with and whether glyphs are known to be missing.
+    """
+    cjk_texts = [text for text in figure.findobj(Text) if fonts.needs_cjk_font(text.get_text())]
+    if not cjk_texts:
+        return {}, False
+    font = fonts.find_cjk_font()
+    if font is not None:
+        for text in cjk_texts:
+            text.set_fontproperties(font.properties(size=text.get_fontsize()))
+        return {}, False
+    if fmt == "svg":
+        return {"svg.fonttype": "none"}, True
+    warnings.warn(
+        f"{op}: no installed font has Chinese glyphs, so characters like "
+        f"{cjk_texts[0].get_text()[:12]!r} may show as boxes in the .{fmt}; "
+        f"{fonts.INSTALL_HINT}",
+        MissingCJKFontWarning,
+        stacklevel=4,
+    )
+    return {}, True
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _save(figure: Figure, path: Path, fmt: str, op: str) -> Path:
+    """Write the figure next to `path` under a temporary name, then rename it into place, so a
+    reader never sees half a file."""
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, temp_name = tempfile.mkstemp(
+            dir=directory, prefix=f".{path.name}.", suffix=f".tmp.{fmt}"
+        )
+    except OSError as exc:
+        raise _unwritable(exc, op, path, directory) from exc
+    try:
+        with os.fdopen(handle, "wb") as stream, warnings.catch_warnings():
+            rc, glyphs_missing = _use_cjk_font(figure, fmt, op)
+            if glyphs_missing:
+                warnings.filterwarnings("ignore", message=_MISSING_GLYPH_MESSAGE)
+            with mpl.rc_context(rc):
+                figure.savefig(stream, format=fmt, dpi=figure.dpi)
+        os.chmod(temp_name, 0o666 & ~_current_umask())
+        os.replace(temp_name, path)
+    except BaseException:
+        if os.path.exists(temp_name):
+            os.unlink(temp_name)
+        raise
+    return path
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _as_array(value, op: str, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{op}: {name} must be numeric array-like, got {type(value).__name__}"
+        ) from exc
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{op}: {name} has NaN or infinite entries; expected finite numbers")
+    return array
+
+
+def _as_tokens(tokens, op: str, name: str) -> list[str]:
+    if isinstance(tokens, str):
+        raise TypeError(
+            f"{op}: {name} must be a list of token strings, got one str {tokens[:20]!r}; "
+            f"use list(text) for one token per character"
+        )
+    try:
+        return [str(token) for token in tokens]
+    except TypeError as exc:
+        raise TypeError(
+            f"{op}: {name} must be a list of tokens, got {type(tokens).__name__}"
+        ) from exc
+
+
+def _title(*parts) -> str | None:
+    kept = [part for part in parts if part]
+    return " — ".join(kept) if kept else None
+
+
+# ---------------------------------------------------------------- attention
+
+
+def _token_rotation(tokens: Sequence[str]) -> int:
+    return 0 if all(len(token) <= 2 for token in tokens) else 90
+
+
+def plot_attention(
+    weights,
+    src_tokens,
+    tgt_tokens=None,
+    out=None,
+    title=None,
+    layer_names=None,
+    *,
+    kind: str | None = None,
+    cmap: str = "viridis",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """Attention weights softmax(QKᵀ/√d_k) as a grid of heatmaps: one row per layer, one column
+    per head; query tokens down the y axis, key tokens along the x axis.
+
+    `weights` has shape (L, h, T_q, T_k), (h, T_q, T_k) or (T_q, T_k). Keys are `src_tokens`;
+    queries are `tgt_tokens`, or `src_tokens` again for self-attention. `kind` (e.g.
+    "encoder self-attention", "decoder self-attention", "cross-attention") goes in the title.
+    """
+    op = "plot_attention"
+    path, fmt = _output_path(out, op)
+    array = _as_array(weights, op, "weights")
+    if array.ndim not in (2, 3, 4):
+        raise ValueError(
+            f"{op}: weights must have shape (L, h, T_q, T_k), (h, T_q, T_k) or (T_q, T_k); "
+            f"got shape {array.shape}"
+        )
+    array = array.reshape((1,) * (4 - array.ndim) + array.shape)
+    keys = _as_tokens(src_tokens, op, "src_tokens")
+    query_name = "src_tokens" if tgt_tokens is None else "tgt_tokens"
+    queries = keys if tgt_tokens is None else _as_tokens(tgt_tokens, op, "tgt_tokens")
+    n_layers, n_heads, t_q, t_k = array.shape
+    if t_k != len(keys):
+        raise ValueError(
+            f"{op}: weights have T_k={t_k} key positions (last axis, shape {array.shape}) "
+            f"but src_tokens has {len(keys)} tokens"
+        )
+    if t_q != len(queries):
+        raise ValueError(
+            f"{op}: weights have T_q={t_q} query positions (second-to-last axis, shape "
+            f"{array.shape}) but {query_name} has {len(queries)} tokens"
+        )
+    if layer_names is None:
+        layer_names = [f"layer {index + 1}" for index in range(n_layers)]
+    layer_names = [str(name) for name in layer_names]
+    if len(layer_names) != n_layers:
+        raise ValueError(f"{op}: got {len(layer_names)} layer_names for {n_layers} layers")
+    if kind is None:
+        kind = "self-attention" if tgt_tokens is None else "cross-attention"
+
+    panel_width = max(1.8, 0.32 * t_k + 0.9)
+    panel_height = max(1.6, 0.32 * t_q + 0.7)
+    figure = _new_figure((n_heads * panel_width + 1.0, n_layers * panel_height + 0.7), dpi, op)
+    axes = figure.subplots(n_layers, n_heads, squeeze=False)
+    vmin = min(0.0, float(array.min()))
+    vmax = max(1.0, float(array.max()))
+    x_rotation = _token_rotation(keys)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer, head]
+            image = ax.imshow(
+                array[layer, head],
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+            )
+            ax.set_xticks(range(t_k))
+            ax.set_yticks(range(t_q))
+            if layer == n_layers - 1:
+                ax.set_xticklabels(keys, rotation=x_rotation)
+                ax.set_xlabel("key")
+            else:
+                ax.tick_params(labelbottom=False)
+            if head == 0:
+                ax.set_yticklabels(queries)
+                ax.set_ylabel(f"{layer_names[layer]}\nquery" if n_layers > 1 else "query")
+            else:
+                ax.tick_params(labelleft=False)
+            if n_heads > 1 and layer == 0:
+                ax.set_title(f"head {head + 1}", fontsize="medium")
+    figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="attention weight")
+    figure.suptitle(_title(title, kind))
+    _save(figure, path, fmt, op)
+    data = {
+        "weights": array,
+        "queries": queries,
+        "keys": keys,
+        "kind": kind,
+        "layer_names": layer_names,
+    }
+    return PlotResult(path, figure, data)
+
+
+# ---------------------------------------------------------------- positional encoding
+
+
+def plot_positional_encoding(
+    pe,
+    out=None,
+    *,
+    title: str | None = "sinusoidal positional encoding",
+    cmap: str = "RdBu_r",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """The PE matrix (positions × d_model dims) as a heatmap with a colorbar: the stripes of
+    sin/cos at geometrically growing wavelengths (paper §3.5)."""
+    op = "plot_positional_encoding"
+    path, fmt = _output_path(out, op)
+    matrix = _as_array(pe, op, "pe")
+    while matrix.ndim > 2 and matrix.shape[0] == 1:
+        matrix = matrix[0]
+    if matrix.ndim != 2 or 0 in matrix.shape:
+        raise ValueError(
+            f"{op}: pe must have shape (max_len, d_model) (or (1, max_len, d_model)); "
+            f"got shape {np.shape(pe)}"
+        )
+    positions, d_model = matrix.shape
+    width = float(np.clip(2.0 + d_model * 0.04, 4.0, 10.0))
+    height = float(np.clip(1.5 + positions * 0.04, 3.0, 8.0))
+    figure = _new_figure((width, height), dpi, op)
+    ax = figure.subplots()
+    limit = max(float(np.abs(matrix).max()), 1e-12)
+    image = ax.imshow(
+        matrix, cmap=cmap, vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest"
+    )
+    ax.set_xlabel(f"dimension i (d_model = {d_model})")
+    ax.set_ylabel("position pos")
+    figure.colorbar(image, ax=ax, label="PE(pos, i)")
+    if title:
+        ax.set_title(title)
+    _save(figure, path, fmt, op)
+    return PlotResult(path, figure, {"pe": matrix})
+
+
+# ---------------------------------------------------------------- softmax temperature
+
+
+def softmax_with_temperature(logits, temperature: float = 1.0) -> np.ndarray:
+    """softmax(z / T) along the last axis, shifting by the max first so exp never overflows."""
+    op = "softmax_with_temperature"
+    z = _as_array(logits, op, "logits")
+    if z.ndim == 0 or z.shape[-1] == 0:
+        raise ValueError(f"{op}: logits must have at least one entry, got shape {z.shape}")
+    if isinstance(temperature, bool) or not isinstance(temperature, Real):
+        raise TypeError(f"{op}: temperature must be a number, got {type(temperature).__name__}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"{op}: temperature must be finite and > 0, got {temperature}")
+    scaled = z / temperature
+    shifted = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def plot_softmax_temperatures(
+    logits=(3, 5, -10, 20),
+    temperatures=(1, 10),
+    out=None,
+    *,
+    title: str | None = "softmax(z / T)",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """The article's example: grouped bars of softmax(logits / T) for each temperature T, each bar
+    labelled with its probability to 4 decimals. A large T flattens the distribution."""
+    op = "plot_softmax_temperatures"
+    path, fmt = _output_path(out, op)
+    z = _as_array(logits, op, "logits")
+    if z.ndim != 1 or z.size == 0:
+        raise ValueError(f"{op}: logits must be a non-empty 1-D sequence, got shape {z.shape}")
+    temperatures = tuple(temperatures)
+    if not temperatures:
+        raise ValueError(f"{op}: temperatures must name at least one T > 0, got ()")
+    probabilities = np.stack([softmax_with_temperature(z, t) for t in temperatures])
+
+    n_temps, n_logits = probabilities.shape
+    figure = _new_figure((max(4.0, 1.0 + 0.55 * n_logits * n_temps), 3.6), dpi, op)
+    ax = figure.subplots()
+    bar_width = 0.8 / n_temps
+    centers = np.arange(n_logits)
+    annotations = []
+    for row, temperature in enumerate(temperatures):
+        offsets = centers - 0.4 + bar_width * (row + 0.5)
+        bars = ax.bar(offsets, probabilities[row], width=bar_width, label=f"T = {temperature:g}")
+        labels = [f"{p:.4f}" for p in probabilities[row]]
+        ax.bar_label(bars, labels=labels, padding=2, fontsize="x-small")
+        annotations.append(labels)
+    ax.set_xticks(centers, labels=[f"z = {value:g}" for value in z])
+    ax.set_ylim(0, 1.12)
+    ax.set_ylabel("probability")
+    ax.legend(loc="upper left", fontsize="small")
+    if title:
+        ax.set_title(title)
+    _save(figure, path, fmt, op)
+    data = {
+        "logits": z,
+        "temperatures": temperatures,
+        "probabilities": probabilities,
+        "annotations": annotations,
+    }
+    return PlotResult(path, figure, data)
+
+
+# ---------------------------------------------------------------- loss curves
+
+
+def read_metrics(path) -> list[dict]:
+    """Records of a JSON-lines metrics log, one dict per line; malformed lines are skipped with
+    one warning naming their line numbers, blank lines silently."""
+    op = "read_metrics"
+    records, bad_lines = [], []
+    try:
+        with open(path, encoding="utf-8") as stream:
+            for line_number, line in enumerate(stream, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    bad_lines.append(line_number)
+                    continue
+                if isinstance(record, dict):
+                    records.append(record)
+                else:
+                    bad_lines.append(line_number)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{op}: no metrics file at {str(path)!r}") from exc
+    if bad_lines:
+        shown = ", ".join(str(number) for number in bad_lines[:20])
+        more = f" and {len(bad_lines) - 20} more" if len(bad_lines) > 20 else ""
+        warnings.warn(
+            f"{op}: skipped {len(bad_lines)} malformed line(s) in {str(path)!r} "
+            f"(not a JSON object): line {shown}{more}",
+            UserWarning,
+            stacklevel=2,
+        )
+    return records
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _curves_from_records(records, keys, x_key, op):
+    for index, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            raise TypeError(
+                f"{op}: metrics records must be dicts, record {index} is {type(record).__name__}"
+            )
+    if x_key is None:
+        x_key = next((name for name in ("step", "epoch") if any(name in r for r in records)), None)
+    curves = {}
+    for key in keys:
+        xs, ys = [], []
+        for index, record in enumerate(records):
+            x = index if x_key is None else record.get(x_key)
+            if _is_number(record.get(key)) and _is_number(x):
+                xs.append(x)
+                ys.append(record[key])
+        if xs:
+            curves[key] = (np.asarray(xs, dtype=float), np.asarray(ys, dtype=float))
+    available = sorted({name for record in records for name in record})
+    if not curves:
+        raise ValueError(
+            f"{op}: none of keys {tuple(keys)} found in metrics; keys present: {available}"
+        )
+    for key in keys:
+        if key not in curves:
+            warnings.warn(
+                f"{op}: no numeric {key!r} in the metrics; keys present: {available}",
+                UserWarning,
+                stacklevel=3,
+            )
+    return curves, x_key or "record"
+
+
+def _curves_from_mapping(metrics: Mapping, op):
+    curves = {}
+    for name, values in metrics.items():
+        y = np.asarray(values, dtype=float) if not isinstance(values, str) else None
+        if y is None or y.ndim != 1 or y.size == 0:
+            raise ValueError(f"{op}: curve {name!r} must be a non-empty 1-D sequence of numbers")
+        curves[str(name)] = (np.arange(1, y.size + 1, dtype=float), y)
+    if not curves:
+        raise ValueError(f"{op}: metrics mapping is empty; expected name -> list of values")
+    return curves, "step"
+
+
+def plot_loss_curves(
+    metrics,
+    out=None,
+    keys: Sequence[str] = ("train_loss", "dev_loss"),
+    *,
+    x_key: str | None = None,
+    logy: bool = False,
+    title: str | None = None,
+    ylabel: str = "loss",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """Curves from a metrics log, on one axis.
+
+    `metrics` is a path to a JSON-lines log, a list of dicts (plot `keys` against `x_key`:
+    default "step", else "epoch", else record order), or a mapping name -> list of values
+    (each its own curve against 1..n, e.g. one loss curve per learning rate of a sweep).
+    """
+    op = "plot_loss_curves"
+    path, fmt = _output_path(out, op)
+    if isinstance(metrics, (str, os.PathLike)):
+        metrics = read_metrics(metrics)
+    if isinstance(keys, str):
+        keys = (keys,)
+    if isinstance(metrics, Mapping):
+        curves, x_label = _curves_from_mapping(metrics, op)
+    elif isinstance(metrics, Sequence):
+        if not metrics:
+            raise ValueError(f"{op}: metrics is empty; expected at least one record")
+        curves, x_label = _curves_from_records(metrics, keys, x_key, op)
+    else:
+        raise TypeError(
+            f"{op}: metrics must be a path, a list of dicts or a dict name -> values; "
+            f"got {type(metrics).__name__}"
+        )
+    if logy:
+        for name, (_, y) in curves.items():
+            finite = y[np.isfinite(y)]
+            if finite.size and finite.min() <= 0:
+                raise ValueError(
+                    f"{op}: logy=True needs positive values, but {name!r} has "
+                    f"minimum {finite.min():g}"
+                )
+
+    figure = _new_figure((6.0, 3.8), dpi, op)
+    ax = figure.subplots()
+    for name, (x, y) in curves.items():
+        ax.plot(x, y, marker="o" if y.size <= 40 else None, markersize=3, label=name)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    _save(figure, path, fmt, op)
+    return PlotResult(path, figure, {"curves": curves, "x_label": x_label})
+
+
+# ---------------------------------------------------------------- gradient descent
+
+
+def _evaluate(function: Callable, op: str, *grids: np.ndarray) -> np.ndarray:
+    """function(*grids) as one vectorised call, falling back to one call per point."""
+    try:
+        values = np.asarray(function(*grids), dtype=float)
+    except Exception:  # noqa: BLE001 - any failure means "not vectorised"; retry per point
+        values = None
+    if values is not None and values.shape == grids[0].shape:
+        return values
+    flat = [grid.ravel() for grid in grids]
+    try:
+        values = np.array([float(function(*point)) for point in zip(*flat)], dtype=float)
+    except Exception as exc:
+        raise ValueError(f"{op}: calling f on a grid point failed: {exc}") from exc
+    return values.reshape(grids[0].shape)
+
+
+def _default_range(coordinates: np.ndarray) -> tuple[float, float]:
+    low, high = float(coordinates.min()), float(coordinates.max())
+    pad = max(0.25 * (high - low), 1.0)
+    return low - pad, high + pad
+
+
+def _as_range(value, op: str, name: str) -> tuple[float, float]:
+    bounds = _as_array(value, op, name)
+    if bounds.shape != (2,) or not bounds[0] < bounds[1]:
+        raise ValueError(f"{op}: {name} must be (low, high) with low < high, got {value!r}")
+    return float(bounds[0]), float(bounds[1])
+
+
+def plot_descent_path(
+    f: Callable,
+    path,
+    out=None,
+    *,
+    bounds=None,
+    resolution: int = 200,
+    levels: int = 30,
+    title: str | None = "gradient descent: walking down the hill",
+    cmap: str = "viridis",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """A 1-D loss curve or 2-D loss surface with the gradient-descent path drawn over it.
+
+    `path` holds the visited points: shape (n,) or (n, 1) for f(x), (n, 2) for f(x, y).
+    `f` is called on the whole grid (NumPy arrays) if it can be, else point by point.
+    `bounds` is (low, high) in 1-D or ((x_low, x_high), (y_low, y_high)) in 2-D; by default
+    the path's extent with a margin.
+    """
+    op = "plot_descent_path"
+    out_path, fmt = _output_path(out, op)
+    if not callable(f):
+        raise TypeError(f"{op}: f must be callable (the loss), got {type(f).__name__}")
+    points = _as_array(path, op, "path")
+    if points.ndim == 1:
+        points = points[:, None]
+    if points.ndim != 2 or points.shape[1] not in (1, 2) or points.shape[0] == 0:
+        raise ValueError(
+            f"{op}: path must have shape (n,), (n, 1) or (n, 2) with n >= 1; "
+            f"got shape {np.shape(path)}"
+        )
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 2:
+        raise ValueError(f"{op}: resolution must be an int >= 2, got {resolution!r}")
+    figure = _new_figure((5.5, 4.2), dpi, op)
+    ax = figure.subplots()
+    arrows = points.shape[0] <= 60
+
+    if points.shape[1] == 1:
+        x_range = (
+            _default_range(points[:, 0]) if bounds is None else _as_range(bounds, op, "bounds")
+        )
+        grid = np.linspace(*x_range, resolution)
+        values = _evaluate(f, op, grid)
+        path_values = _evaluate(f, op, points[:, 0])
+        ax.plot(grid, values, color="tab:blue", label="loss f(x)")
+        xs, ys = points[:, 0], path_values
+        ax.set_xlabel("x")
+        ax.set_ylabel("f(x)")
+        grid_data: Any = grid
+    else:
+        if bounds is None:
+            x_range, y_range = _default_range(points[:, 0]), _default_range(points[:, 1])
+        else:
+            if len(bounds) != 2:
+                raise ValueError(
+                    f"{op}: 2-D bounds must be ((x_low, x_high), (y_low, y_high)), got {bounds!r}"
+                )
+            x_range, y_range = (
+                _as_range(bounds[0], op, "bounds[0]"),
+                _as_range(bounds[1], op, "bounds[1]"),
+            )
+        grid_x, grid_y = np.meshgrid(
+            np.linspace(*x_range, resolution), np.linspace(*y_range, resolution)
+        )
+        values = _evaluate(f, op, grid_x, grid_y)
+        path_values = _evaluate(f, op, points[:, 0], points[:, 1])
+        filled = ax.contourf(grid_x, grid_y, np.ma.masked_invalid(values), levels=levels, cmap=cmap)
+        ax.contour(
+            grid_x,
+            grid_y,
+            np.ma.masked_invalid(values),
+            levels=levels,
+            colors="k",
+            linewidths=0.3,
+            alpha=0.4,
+        )
+        figure.colorbar(filled, ax=ax, label="loss f(x, y)")
+        xs, ys = points[:, 0], points[:, 1]
+        ax.set_xlabel("x")
+        ax.set_ylabel("y")
+        grid_data = (grid_x, grid_y)
+    if not np.any(np.isfinite(values)):
+        raise ValueError(f"{op}: f gave no finite value anywhere on the plotted range")
+
+    ax.plot(xs, ys, "o-", color="tab:red", markersize=3, linewidth=1, label="descent path")
+    if arrows:
+        for start in range(len(xs) - 1):
+            ax.annotate(
+                "",
+                xy=(xs[start + 1], ys[start + 1]),
+                xytext=(xs[start], ys[start]),
+                arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 1},
+            )
+    ax.plot(xs[:1], ys[:1], "s", color="white", markeredgecolor="k", label="start")
+    ax.plot(xs[-1:], ys[-1:], "*", color="gold", markeredgecolor="k", markersize=11, label="end")
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    _save(figure, out_path, fmt, op)
+    data = {"grid": grid_data, "values": values, "path": points, "path_values": path_values}
+    return PlotResult(out_path, figure, data)
+
+
+# ---------------------------------------------------------------- classification
+
+
+def _class_colors(count: int) -> ListedColormap:
+    palette = mpl.colormaps["tab10"].colors
+    return ListedColormap([palette[index % len(palette)] for index in range(count)])
+
+
+def _class_name(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def plot_decision_boundary(
+    predict_fn: Callable,
+    X,
+    y,
+    out=None,
+    *,
+    resolution: int = 150,
+    margin: float = 0.5,
+    threshold: float = 0.0,
+    title: str | None = "decision boundary",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """Regions a 2-D classifier assigns to each class, with the data points on top.
+
+    `predict_fn` maps an (m, 2) array of points to (m,) labels or scores, or (m, k) class
+    scores (argmax is taken). Integer outputs are classes; real-valued (m,) scores are shaded
+    with the decision line drawn where score == `threshold`.
+    """
+    op = "plot_decision_boundary"
+    path, fmt = _output_path(out, op)
+    if not callable(predict_fn):
+        raise TypeError(f"{op}: predict_fn must be callable, got {type(predict_fn).__name__}")
+    points = _as_array(X, op, "X")
+    if points.ndim != 2 or points.shape[1] != 2 or points.shape[0] == 0:
+        raise ValueError(f"{op}: X must have shape (n, 2) with n >= 1, got shape {points.shape}")
+    labels = _as_array(y, op, "y")
+    if labels.shape != (points.shape[0],):
+        raise ValueError(
+            f"{op}: y must have shape ({points.shape[0]},) to match X, got shape {labels.shape}"
+        )
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 2:
+        raise ValueError(f"{op}: resolution must be an int >= 2, got {resolution!r}")
+
+    (x_low, y_low), (x_high, y_high) = points.min(axis=0) - margin, points.max(axis=0) + margin
+    grid_x, grid_y = np.meshgrid(
+        np.linspace(x_low, x_high, resolution), np.linspace(y_low, y_high, resolution)
+    )
+    grid = np.column_stack([grid_x.ravel(), grid_y.ravel()])
+    prediction = np.asarray(predict_fn(grid))
+    if prediction.ndim == 2 and prediction.shape[1] == 1:
+        prediction = prediction[:, 0]
+    if prediction.shape[:1] != (grid.shape[0],) or prediction.ndim not in (1, 2):
+        raise ValueError(
+            f"{op}: predict_fn returned shape {prediction.shape} for "
+            f"{grid.shape[0]} points; expected ({grid.shape[0]},) or "
+            f"({grid.shape[0]}, k)"
+        )
+    if prediction.ndim == 2:
+        prediction = prediction.argmax(axis=1)
+    prediction = prediction.astype(float).reshape(grid_x.shape)
+    discrete = bool(np.all(prediction == np.round(prediction)))
+
+    class_values = np.unique(labels)
+    if discrete:
+        class_values = np.unique(np.concatenate([class_values, np.unique(prediction)]))
+    colors = _class_colors(len(class_values))
+    figure = _new_figure((5.0, 4.2), dpi, op)
+    ax = figure.subplots()
+    if discrete:
+        region_index = np.searchsorted(class_values, prediction)
+        ax.contourf(
+            grid_x,
+            grid_y,
+            region_index,
+            levels=np.arange(len(class_values) + 1) - 0.5,
+            cmap=colors,
+            alpha=0.3,
+        )
+    else:
+        filled = ax.contourf(grid_x, grid_y, prediction, levels=30, cmap="RdBu_r", alpha=0.5)
+        figure.colorbar(filled, ax=ax, label="score")
+        if prediction.min() < threshold < prediction.max():
+            ax.contour(grid_x, grid_y, prediction, levels=[threshold], colors="k", linewidths=1.5)
+    for index, value in enumerate(class_values):
+        members = labels == value
+        if np.any(members):
+            ax.scatter(
+                points[members, 0],
+                points[members, 1],
+                s=14,
+                color=colors(index),
+                edgecolors="k",
+                linewidths=0.4,
+                label=f"class {_class_name(value)}",
+            )
+    ax.set_xlim(x_low, x_high)
+    ax.set_ylim(y_low, y_high)
+    ax.set_xlabel("x₁")
+    ax.set_ylabel("x₂")
+    ax.legend(fontsize="small", loc="best")
+    if title:
+        ax.set_title(title)
+    _save(figure, path, fmt, op)
+    data = {"grid": (grid_x, grid_y), "prediction": prediction, "discrete": discrete}
+    return PlotResult(path, figure, data)
+
+
+def plot_confusion_matrix(
+    cm,
+    labels,
+    out=None,
+    *,
+    normalize: bool = False,
+    title: str | None = "confusion matrix",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """Counts of true class (rows) vs predicted class (columns), each cell annotated;
+    `normalize=True` shows each row as fractions of that true class."""
+    op = "plot_confusion_matrix"
+    path, fmt = _output_path(out, op)
+    matrix = _as_array(cm, op, "cm")
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.size == 0:
+        raise ValueError(f"{op}: cm must be a square (k, k) matrix, got shape {matrix.shape}")
+    if np.any(matrix < 0):
+        raise ValueError(f"{op}: cm holds counts, so entries must be >= 0")
+    names = _as_tokens(labels, op, "labels")
+    if len(names) != matrix.shape[0]:
+        raise ValueError(
+            f"{op}: cm is {matrix.shape[0]}x{matrix.shape[0]} but got {len(names)} labels"
+        )
+    if normalize:
+        totals = matrix.sum(axis=1, keepdims=True)
+        matrix = np.divide(matrix, totals, out=np.zeros_like(matrix), where=totals > 0)
+    size = max(3.0, 1.5 + 0.5 * len(names))
+    figure = _new_figure((size + 0.8, size), dpi, op)
+    ax = figure.subplots()
+    image = ax.imshow(matrix, cmap="Blues", vmin=0)
+    figure.colorbar(image, ax=ax)
+    ax.set_xticks(range(len(names)), labels=names, rotation=_token_rotation(names))
+    ax.set_yticks(range(len(names)), labels=names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    high = matrix.max() / 2 if matrix.max() > 0 else 1.0
+    integral = not normalize and bool(np.all(matrix == np.round(matrix)))
+    for row in range(matrix.shape[0]):
+        for column in range(matrix.shape[1]):
+            value = matrix[row, column]
+            ax.text(
+                column,
+                row,
+                f"{int(value)}" if integral else f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize="small",
+                color="white" if value > high else "black",
+            )
+    if title:
+        ax.set_title(title)
+    _save(figure, path, fmt, op)
+    return PlotResult(path, figure, {"matrix": matrix, "labels": names})
