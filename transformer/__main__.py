@@ -1,0 +1,217 @@
+"""python -m transformer {train, translate, eval, explain}: the toy Chinese→English translator.
+
+Errors print one line and exit non-zero; --debug shows the traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+DEFAULT_OUT = "runs/translator"
+DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "checkpoint.safetensors")
+
+
+class CLIError(Exception):
+    pass
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_float(text):
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0, got 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m transformer", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train the translator (built-in corpus by default)")
+    t.add_argument("--data", help="zh<TAB>en TSV or Tatoeba/Anki (en<TAB>zh<TAB>attribution) file")
+    t.add_argument("--dev", help="dev file (same formats); default: split off --data")
+    t.add_argument("--test", help="test file (same formats); default: split off --data")
+    t.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    t.add_argument("--epochs", type=positive_int, default=None)
+    t.add_argument("--minutes", type=positive_float, default=None, help="stop after this much time")
+    t.add_argument("--max-steps", type=positive_int, default=None)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
+    t.add_argument("--d-model", type=positive_int, default=None)
+    t.add_argument("--heads", type=positive_int, default=None)
+    t.add_argument("--layers", type=positive_int, default=None)
+    t.add_argument("--d-ff", type=positive_int, default=None)
+    t.add_argument("--dropout", type=non_negative_float, default=None)
+    t.add_argument("--lr", type=positive_float, default=None, help="multiplier of the Noam schedule")
+    t.add_argument("--warmup", type=positive_int, default=None)
+    t.add_argument("--max-tokens", type=positive_int, default=None, help="target tokens per batch")
+    t.add_argument("--label-smoothing", type=non_negative_float, default=None)
+    t.add_argument("--save-every", type=int, default=None, help="also checkpoint every N steps")
+    t.add_argument("--no-progress", action="store_true")
+
+    tr = sub.add_parser("translate", help="translate sentences (arguments, or lines on stdin)")
+    tr.add_argument("sentences", nargs="*")
+    tr.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
+    tr.add_argument("--beam", type=int, default=1)
+    tr.add_argument("--sample", action="store_true", help="sample instead of greedy/beam")
+    tr.add_argument("--temperature", type=float, default=1.0)
+    tr.add_argument("--seed", type=int, default=None)
+    tr.add_argument("--show-attention", metavar="PNG", help="also draw the attention maps")
+
+    e = sub.add_parser("eval", help="BLEU, chrF and exact match on a test set")
+    e.add_argument("--data", help="test file; default: the built-in test and novel splits")
+    e.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
+    e.add_argument("--out", help="write hypotheses here (default: next to the checkpoint)")
+
+    x = sub.add_parser("explain", help="the article, computed: run the walkthrough")
+    x.add_argument("rest", nargs=argparse.REMAINDER)
+    return p
+
+
+def cmd_train(args) -> int:
+    from .train import TrainConfig, Trainer
+    overrides = {k: getattr(args, a) for k, a in [
+        ("data", "data"), ("dev", "dev"), ("test", "test"), ("epochs", "epochs"), ("minutes", "minutes"),
+        ("max_steps", "max_steps"), ("d_model", "d_model"), ("heads", "heads"), ("layers", "layers"),
+        ("d_ff", "d_ff"), ("dropout", "dropout"), ("lr", "lr"), ("warmup", "warmup"),
+        ("max_tokens", "max_tokens"), ("label_smoothing", "label_smoothing"), ("save_every", "save_every")]
+        if getattr(args, a) is not None}
+    if overrides.get("dropout", 0) >= 1:
+        raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
+    if "d_model" in overrides or "heads" in overrides:
+        d, h = overrides.get("d_model", TrainConfig.d_model), overrides.get("heads", TrainConfig.heads)
+        if d % h:
+            raise CLIError(f"--d-model {d} must be divisible by --heads {h}")
+    for path in (args.data, args.dev, args.test):
+        if path and not os.path.isfile(path):
+            raise CLIError(f"data file {path} does not exist")
+    cfg = TrainConfig(out=args.out, seed=args.seed, resume=args.resume, progress=not args.no_progress,
+                      **overrides)
+    trainer = Trainer(cfg)
+    print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
+          f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "
+          f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
+          f"{trainer.model.num_parameters():,} parameters")
+    report = trainer.run()
+    print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; checkpoint {trainer.checkpoint_path}")
+    for split, label in (("test", "held-out test"), ("novel", "compositional (novel combinations)")):
+        if split in report:
+            r = report[split]
+            print(f"{label:>36}: exact match {100 * r['exact_match']:.1f}%  BLEU {r['bleu']:.1f}  "
+                  f"chrF {r['chrf']:.1f}  ({r['n']} sentences)")
+    if report.get("example"):
+        print(f"这是一个苹果 -> {report['example']}")
+    with open(os.path.join(cfg.out, "report.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, ensure_ascii=False, indent=1)
+    return 0
+
+
+def cmd_translate(args) -> int:
+    from .translator import Translator
+    if args.beam < 1:
+        raise CLIError(f"--beam must be >= 1, got {args.beam}")
+    if not args.temperature > 0:
+        raise CLIError(f"--temperature must be > 0, got {args.temperature}")
+    translator = Translator.load(args.checkpoint)
+    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    if not sentences:
+        raise CLIError("translate: no sentence given (pass one as an argument or on stdin)")
+    for sentence in sentences:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            text = translator.translate(sentence, beam=args.beam, sample=args.sample,
+                                        temperature=args.temperature, seed=args.seed)
+        for w in caught:
+            print(f"warning: {w.message}", file=sys.stderr)
+        print(text)
+    if args.show_attention:
+        from viz.plots import plot_attention
+        root, ext = os.path.splitext(args.show_attention)
+        for kind, (weights, queries, keys) in translator.attention_maps(sentences[0]).items():
+            path = f"{root}-{kind.split()[0]}{'-self' if 'self' in kind else ''}{ext or '.png'}"
+            plot_attention(weights, keys, queries if kind != "encoder self-attention" else None, out=path,
+                           kind=kind, title=f"{kind}: {sentences[0]}")
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .data import builtin_corpus, load_pairs
+    from .train import evaluate_translations, report_bad_lines
+    from .translator import Translator
+    translator = Translator.load(args.checkpoint)
+    if args.data:
+        if not os.path.isfile(args.data):
+            raise CLIError(f"data file {args.data} does not exist")
+        result = load_pairs(args.data)
+        report_bad_lines(args.data, result)
+        sets = {os.path.basename(args.data): result.pairs}
+    else:
+        corpus = builtin_corpus()
+        sets = {"test": corpus["test"], "novel": corpus["novel"]}
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.checkpoint)), "hypotheses")
+    for name, pairs in sets.items():
+        r = evaluate_translations(translator, pairs)
+        path = out if args.data and args.out else f"{out}.{name}.txt"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(r["hypotheses"]) + "\n")
+        label = "compositional generalisation (novel)" if name == "novel" else name
+        print(f"{label}: BLEU {r['bleu']:.2f}  chrF {r['chrf']:.2f}  exact match {100 * r['exact_match']:.2f}%  "
+              f"({r['n']} sentences) -> {path}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    import runpy
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(here, "examples", "walkthrough.py")
+    if not os.path.isfile(script):
+        raise CLIError(f"the walkthrough script {script} is missing")
+    sys.argv = [script] + args.rest
+    runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval, "explain": cmd_explain}
+    try:
+        return commands[args.command](args)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit:
+        raise
+    except Exception as e:  # one line for the user; --debug for the traceback
+        if args.debug:
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""Add & Norm: the residual connection around each sub-layer, then LayerNorm (paper §3.1).
+
+Post-LN, as in the paper:  LayerNorm(x + Dropout(Sublayer(x)))
+Pre-LN (norm_first=True):  x + Dropout(Sublayer(LayerNorm(x)))  — trains more stably deep.
+"""
+from __future__ import annotations
+
+from tinygrad_lite import Tensor
+from tinygrad_lite.nn import Dropout, LayerNorm, Module
+
+
+class AddNorm(Module):
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, dtype=None):
+        super().__init__()
+        self.norm = LayerNorm(d_model) if dtype is None else LayerNorm(d_model, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+    def extra_repr(self) -> str:
+        return "pre-LN" if self.norm_first else "post-LN"

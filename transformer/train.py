@@ -1,0 +1,300 @@
+"""Training the toy translator: data -> vocab -> batches -> Transformer, with the paper's
+recipe (§5.3–5.4): Adam(β1=0.9, β2=0.98, ε=1e-9), the Noam learning-rate schedule,
+label smoothing ε_ls = 0.1, dropout P_drop = 0.1.
+
+Runs are reproducible and resumable: batches of epoch e are shuffled with seed
+(seed, e); a checkpoint stores weights, optimizer and scheduler state, the engine's
+RNG state and the step, so `--resume` continues exactly where the run stopped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+import tinygrad_lite as tl
+from tinygrad_lite import Tensor, no_grad
+from tinygrad_lite.nn.functional import cross_entropy
+from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
+from tinygrad_lite.random import get_rng_state, set_rng_state
+
+from .data import PAD, Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
+from .model import Transformer
+from .translator import Translator, TranslatorError, _int_keys, join_arrays
+
+
+@dataclass
+class TrainConfig:
+    data: str | None = None          # None: the built-in corpus
+    dev: str | None = None
+    test: str | None = None
+    out: str = "runs/translator"
+    epochs: int = 12
+    minutes: float | None = None
+    max_steps: int | None = None
+    seed: int = 0
+    d_model: int = 128
+    heads: int = 4
+    layers: int = 2
+    d_ff: int = 256
+    dropout: float = 0.1
+    label_smoothing: float = 0.1
+    lr: float = 1.0                  # multiplies the Noam schedule
+    warmup: int = 400
+    max_tokens: int = 3000           # target tokens per batch
+    clip: float = 1.0
+    min_freq: int = 1
+    lowercase: bool = True
+    save_every: int = 0              # also checkpoint every N steps (0: per epoch only)
+    dev_bleu_size: int = 400
+    resume: bool = False
+    progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+class Dataset:
+    """Tokenized, id-encoded splits plus the vocabularies."""
+
+    def __init__(self, splits: dict, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool):
+        self.splits, self.src_vocab, self.tgt_vocab, self.lowercase = splits, src_vocab, tgt_vocab, lowercase
+        self.ids = {name: self.encode(pairs) for name, pairs in splits.items()}
+
+    def encode(self, pairs):
+        src = [self.src_vocab.encode(tokenize_zh(zh)) for zh, _ in pairs]
+        tgt = [self.tgt_vocab.encode(tokenize_en(en, lowercase=self.lowercase), add_bos=True, add_eos=True)
+               for _, en in pairs]
+        return src, tgt
+
+    @property
+    def max_src_len(self) -> int:
+        return max(len(s) for s in self.ids["train"][0])
+
+
+def read_splits(cfg: TrainConfig) -> dict:
+    """The built-in corpus' fixed split, or the user's file(s) with a deterministic split."""
+    if cfg.data is None:
+        return builtin_corpus()
+    result = load_pairs(cfg.data)
+    report_bad_lines(cfg.data, result)
+    pairs = result.pairs
+    if cfg.dev or cfg.test:
+        splits = {"train": pairs}
+        for name in ("dev", "test"):
+            path = getattr(cfg, name)
+            if path:
+                extra = load_pairs(path)
+                report_bad_lines(path, extra)
+                splits[name] = extra.pairs
+        if "dev" not in splits or "test" not in splits:
+            rest = split_pairs(pairs, seed=cfg.seed)
+            splits = {**rest, **{k: v for k, v in splits.items() if k != "train"}}
+            splits["train"] = rest["train"]
+        return splits
+    return split_pairs(pairs, seed=cfg.seed)
+
+
+def report_bad_lines(path, result):
+    if result.bad_lines:
+        shown = ", ".join(str(n) for n, _ in result.bad_lines[:10])
+        more = "" if len(result.bad_lines) <= 10 else f" and {len(result.bad_lines) - 10} more"
+        print(f"{path}: skipped {len(result.bad_lines)} malformed line(s): {shown}{more} "
+              f"(first reason: {result.bad_lines[0][1]})")
+
+
+def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
+    splits = read_splits(cfg)
+    if not splits.get("train"):
+        raise TranslatorError("train: the training split is empty")
+    if vocabs is None:
+        train = splits["train"]
+        src_vocab = Vocab.build((tokenize_zh(zh) for zh, _ in train), min_freq=cfg.min_freq)
+        tgt_vocab = Vocab.build((tokenize_en(en, lowercase=cfg.lowercase) for _, en in train),
+                                min_freq=cfg.min_freq)
+    else:
+        src_vocab, tgt_vocab = vocabs
+    return Dataset(splits, src_vocab, tgt_vocab, cfg.lowercase)
+
+
+def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:
+    return Transformer(len(data.src_vocab), len(data.tgt_vocab), d_model=cfg.d_model, h=cfg.heads,
+                       N=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout, pad_id=PAD)
+
+
+def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
+    src, tgt = data.ids["train"]
+    return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch)
+
+
+def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
+    """Teacher forcing: the decoder reads <bos> y1..y_{n-1} and predicts y1..y_n <eos>."""
+    tgt_in, tgt_out = batch.tgt[:, :-1], batch.tgt[:, 1:]
+    logits = model(batch.src, tgt_in)                                    # (B, T, V)
+    V = logits.shape[-1]
+    loss = cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=PAD,
+                         label_smoothing=label_smoothing)
+    return loss, int((tgt_out != PAD).sum())
+
+
+@no_grad()
+def evaluate_loss(model, data: Dataset, split: str, max_tokens: int) -> float:
+    model.eval()
+    src, tgt = data.ids[split]
+    total, tokens = 0.0, 0
+    for batch in make_batches(src, tgt, max_tokens, shuffle=False):
+        loss, n = batch_loss(model, batch, 0.0)
+        total += loss.item() * n
+        tokens += n
+    model.train()
+    return total / max(tokens, 1)
+
+
+def exact_match(hypotheses, references) -> float:
+    return float(np.mean([h == r for h, r in zip(hypotheses, references)])) if references else 0.0
+
+
+def evaluate_translations(translator: Translator, pairs) -> dict:
+    """BLEU, chrF (sacrebleu) and exact match of greedy translations."""
+    import sacrebleu
+    hyps = translator.translate_batch([zh for zh, _ in pairs])
+    refs = [" ".join(tokenize_en(en, lowercase=translator.lowercase)) for _, en in pairs]
+    hyps_norm = [" ".join(tokenize_en(h, lowercase=translator.lowercase)) for h in hyps]
+    return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none").score,
+            "chrf": sacrebleu.corpus_chrf(hyps_norm, [refs]).score,
+            "exact_match": exact_match(hyps_norm, refs), "n": len(pairs), "hypotheses": hyps}
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        os.makedirs(cfg.out, exist_ok=True)
+        self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
+        self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
+        tl.manual_seed(cfg.seed)
+        self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
+        if cfg.resume:
+            self._resume()
+        else:
+            self.data = build_dataset(cfg)
+            self.model = build_model(cfg, self.data)
+            self._make_optimizer()
+            if os.path.exists(self.metrics_path):
+                os.remove(self.metrics_path)
+        self.translator = Translator(self.model, self.data.src_vocab, self.data.tgt_vocab, cfg.lowercase,
+                                     self.data.max_src_len)
+
+    def _make_optimizer(self):
+        self.optimizer = Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+        self.scheduler = NoamLR(self.optimizer, d_model=self.cfg.d_model, warmup=self.cfg.warmup)
+
+    def _resume(self):
+        if not os.path.exists(self.checkpoint_path):
+            raise TranslatorError(f"--resume: no checkpoint at {self.checkpoint_path}")
+        translator, meta, arrays = Translator.load(self.checkpoint_path, with_state=True)
+        self.model = translator.model
+        self.model.train()
+        self.data = build_dataset(self.cfg, (translator.src_vocab, translator.tgt_vocab))
+        self._make_optimizer()
+        if "optimizer" in meta:
+            self.optimizer.load_state_dict(_int_keys(join_arrays(meta["optimizer"], arrays)))
+        if "scheduler" in meta:
+            self.scheduler.load_state_dict(_int_keys(join_arrays(meta["scheduler"], arrays)))
+        state = meta.get("train", {})
+        self.step, self.epoch = int(state.get("step", 0)), int(state.get("epoch", 0))
+        self.batch_in_epoch = int(state.get("batch_in_epoch", 0))
+        if "rng" in state:
+            set_rng_state(state["rng"])
+
+    def save(self):
+        state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
+                 "rng": get_rng_state(), "train_config": {k: v for k, v in asdict(self.cfg).items()}}
+        self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
+
+    def log(self, record: dict):
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def train_step(self, batch) -> tuple[float, int]:
+        loss, n_tokens = batch_loss(self.model, batch, self.cfg.label_smoothing)
+        self.optimizer.zero_grad()
+        loss.backward()
+        value = loss.item()
+        if not math.isfinite(value):
+            raise FloatingPointError(f"train: the loss became {value} at step {self.step + 1}; "
+                                     f"try a lower --lr (now {self.cfg.lr})")
+        if self.cfg.clip:
+            clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return value, n_tokens
+
+    def run(self) -> dict:
+        from tqdm import tqdm
+        cfg = self.cfg
+        started = time.perf_counter()
+        deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
+        stop = False
+        try:
+            while self.epoch < cfg.epochs and not stop:
+                batches = epoch_batches(self.data, cfg, self.epoch)
+                bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress,
+                           desc=f"epoch {self.epoch + 1}/{cfg.epochs}", leave=False, dynamic_ncols=True)
+                tokens, t0, losses = 0, time.perf_counter(), []
+                while self.batch_in_epoch < len(batches):
+                    value, n = self.train_step(batches[self.batch_in_epoch])
+                    self.batch_in_epoch += 1
+                    losses.append(value)
+                    tokens += n
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{tokens / (time.perf_counter() - t0):.0f}",
+                                    lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
+                    if cfg.save_every and self.step % cfg.save_every == 0:
+                        self.save()
+                    if (cfg.max_steps and self.step >= cfg.max_steps) or \
+                            (deadline and time.perf_counter() > deadline):
+                        stop = True
+                        break
+                bar.close()
+                finished_epoch = self.batch_in_epoch >= len(batches)
+                if finished_epoch:
+                    self.epoch += 1
+                    self.batch_in_epoch = 0
+                self.end_of_epoch(losses, tokens / max(time.perf_counter() - t0, 1e-9))
+        except KeyboardInterrupt:
+            self.save()
+            print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
+                  f"continue with --resume")
+            raise
+        return self.final_report(time.perf_counter() - started)
+
+    def end_of_epoch(self, losses, tokens_per_s):
+        dev_loss = evaluate_loss(self.model, self.data, "dev", self.cfg.max_tokens)
+        dev = self.data.splits["dev"][: self.cfg.dev_bleu_size]
+        scores = evaluate_translations(self.translator, dev)
+        record = {"step": self.step, "epoch": self.epoch, "train_loss": float(np.mean(losses)) if losses else None,
+                  "dev_loss": dev_loss, "dev_bleu": scores["bleu"], "dev_exact_match": scores["exact_match"],
+                  "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": tokens_per_s}
+        self.log(record)
+        self.save()
+        if self.cfg.progress:
+            print(f"epoch {self.epoch:>2} step {self.step:>5}  train loss {record['train_loss'] or 0:.3f}  "
+                  f"dev loss {dev_loss:.3f}  dev BLEU {scores['bleu']:.1f}  "
+                  f"dev exact {100 * scores['exact_match']:.1f}%  {tokens_per_s:.0f} tok/s")
+        try:
+            from viz.plots import plot_loss_curves
+            plot_loss_curves(self.metrics_path, out=os.path.join(self.cfg.out, "loss.png"))
+        except Exception as e:  # a plot must never stop training
+            print(f"(loss curve not drawn: {e})")
+
+    def final_report(self, seconds: float) -> dict:
+        report = {"steps": self.step, "epochs": self.epoch, "seconds": seconds}
+        for split in ("test", "novel"):
+            if self.data.splits.get(split):
+                s = evaluate_translations(self.translator, self.data.splits[split])
+                report[split] = {k: v for k, v in s.items() if k != "hypotheses"}
+        report["example"] = self.translator.translate("这是一个苹果") if self.cfg.data is None else None
+        return report

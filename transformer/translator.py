@@ -1,0 +1,214 @@
+"""A trained Chinese→English translator: the model, both vocabularies, and how to
+tokenize — saved together in one safetensors checkpoint (no pickle, atomic writes).
+
+Checkpoint layout: tensors `model.<param name>` and `optim.<...>`; the JSON metadata
+holds the model config, both vocabularies, the training state (step, epoch, RNG) and
+the optimizer/scheduler scalars.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from tinygrad_lite import no_grad
+from tinygrad_lite.checkpoint import CheckpointError, load, save
+
+from .data import Vocab, detokenize_en, tokenize_en, tokenize_zh
+from .decoding import beam_search, greedy_decode, sample_decode
+from .model import Transformer
+
+FORMAT = "tinygrad_lite.translator/1"
+
+
+class TranslatorError(ValueError):
+    """A checkpoint or input the translator cannot use; the message says why."""
+
+
+# ---------------------------------------------------------------- nested state <-> (json, arrays)
+def split_arrays(obj, prefix: str, arrays: dict):
+    """Replace every ndarray inside nested dicts/lists by {"__array__": key}, collecting
+    the arrays, so a state can be stored as safetensors + JSON."""
+    if isinstance(obj, np.ndarray):
+        arrays[prefix] = obj
+        return {"__array__": prefix}
+    if isinstance(obj, dict):
+        return {str(k): split_arrays(v, f"{prefix}.{k}", arrays) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [split_arrays(v, f"{prefix}.{i}", arrays) for i, v in enumerate(obj)]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def join_arrays(obj, arrays: dict):
+    if isinstance(obj, dict):
+        if set(obj) == {"__array__"}:
+            if obj["__array__"] not in arrays:
+                raise CheckpointError(f"checkpoint: tensor {obj['__array__']!r} is missing")
+            return arrays[obj["__array__"]]
+        return {k: join_arrays(v, arrays) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [join_arrays(v, arrays) for v in obj]
+    return obj
+
+
+def _int_keys(obj):
+    """JSON turns int dict keys into strings; optimizer state keys are ints again."""
+    if isinstance(obj, dict):
+        return {(int(k) if isinstance(k, str) and k.isdigit() else k): _int_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_int_keys(v) for v in obj]
+    return obj
+
+
+class Translator:
+    def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool = True,
+                 max_train_len: int | None = None):
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.lowercase = lowercase
+        self.max_train_len = max_train_len
+
+    # ------------------------------------------------------------ save / load
+    def save(self, path, train_state: dict | None = None, optimizer=None, scheduler=None) -> None:
+        arrays = {f"model.{k}": v for k, v in self.model.state_dict().items()}
+        meta = {"format": FORMAT, "config": self.model.config.to_dict(),
+                "src_vocab": self.src_vocab.to_dict(), "tgt_vocab": self.tgt_vocab.to_dict(),
+                "lowercase": self.lowercase, "max_train_len": self.max_train_len,
+                "train": train_state or {}}
+        if optimizer is not None:
+            meta["optimizer"] = split_arrays(optimizer.state_dict(), "optim", arrays)
+        if scheduler is not None:
+            meta["scheduler"] = split_arrays(scheduler.state_dict(), "sched", arrays)
+        save(arrays, path, metadata=meta)
+
+    @classmethod
+    def load(cls, path, with_state: bool = False):
+        """Load a checkpoint; with_state=True also returns (metadata, arrays) for resuming."""
+        if not os.path.exists(path):
+            raise TranslatorError(f"checkpoint {path} does not exist (train one with "
+                                  "`python -m transformer train`)")
+        arrays, meta = load(path)
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise TranslatorError(f"checkpoint {path} is not a translator checkpoint "
+                                  f"(format {meta.get('format') if isinstance(meta, dict) else None!r}, "
+                                  f"expected {FORMAT!r})")
+        try:
+            config = dict(meta["config"])
+            model = Transformer(**config)
+            weights = {k[len("model."):]: v for k, v in arrays.items() if k.startswith("model.")}
+            model.load_state_dict(weights, strict=True)
+            src_vocab, tgt_vocab = Vocab.from_dict(meta["src_vocab"]), Vocab.from_dict(meta["tgt_vocab"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise TranslatorError(f"checkpoint {path} does not fit its own config/vocab: {e}") from None
+        if src_vocab.__len__() != config["src_vocab"] or len(tgt_vocab) != config["tgt_vocab"]:
+            raise TranslatorError(f"checkpoint {path}: vocab sizes {len(src_vocab)}/{len(tgt_vocab)} don't "
+                                  f"match the model's {config['src_vocab']}/{config['tgt_vocab']}")
+        model.eval()
+        translator = cls(model, src_vocab, tgt_vocab, meta.get("lowercase", True), meta.get("max_train_len"))
+        if with_state:
+            return translator, meta, arrays
+        return translator
+
+    # ------------------------------------------------------------ text <-> ids
+    def source_ids(self, sentence: str, warn: bool = True) -> np.ndarray:
+        if not isinstance(sentence, str) or not sentence.strip():
+            raise TranslatorError("translate: the sentence is empty; give some Chinese text")
+        tokens = tokenize_zh(sentence)
+        if not tokens:
+            raise TranslatorError(f"translate: {sentence!r} has no tokens after tokenization")
+        unknown = self.src_vocab.unknown_tokens(tokens)
+        if unknown and warn:
+            warnings.warn(f"translate: never seen in training, read as <unk>: {' '.join(unknown)}",
+                          stacklevel=3)
+        if self.max_train_len and len(tokens) > self.max_train_len and warn:
+            warnings.warn(f"translate: {len(tokens)} tokens is longer than any training sentence "
+                          f"({self.max_train_len}); the sinusoidal encoding still covers it, but quality "
+                          "may drop", stacklevel=3)
+        return np.array(self.src_vocab.encode(tokens), dtype=np.int64)
+
+    def target_text(self, ids) -> str:
+        ids = [int(i) for i in ids]
+        if self.tgt_vocab.eos_id in ids:
+            ids = ids[:ids.index(self.tgt_vocab.eos_id)]
+        return detokenize_en(self.tgt_vocab.decode(ids, strip_special=True))
+
+    def _max_len(self, n_src: int) -> int:
+        return max(2 * n_src + 10, (self.max_train_len or 0) + 10)
+
+    # ------------------------------------------------------------ translation
+    def translate(self, sentence: str, beam: int = 1, sample: bool = False, temperature: float = 1.0,
+                  seed: int | None = None, length_penalty: float = 1.0) -> str:
+        if not isinstance(beam, (int, np.integer)) or beam < 1:
+            raise TranslatorError(f"translate: beam must be an int >= 1, got {beam!r}")
+        if not temperature > 0:
+            raise TranslatorError(f"translate: temperature must be > 0, got {temperature!r}")
+        src = self.source_ids(sentence)
+        v = self.tgt_vocab
+        if sample:
+            out = sample_decode(self.model, src, v.bos_id, v.eos_id, temperature, self._max_len(len(src)), seed)[0]
+        elif beam > 1:
+            out, _, _ = beam_search(self.model, src, v.bos_id, v.eos_id, beam, self._max_len(len(src)),
+                                    length_penalty)
+        else:
+            out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)))[0][0]
+        return self.target_text(out)
+
+    def translate_batch(self, sentences, batch_size: int = 128) -> list[str]:
+        """Greedy translations of many sentences, batched by similar length."""
+        ids = [self.source_ids(s, warn=False) for s in sentences]
+        order = np.argsort([len(i) for i in ids], kind="stable")
+        results = [None] * len(ids)
+        v = self.tgt_vocab
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            width = max(len(ids[i]) for i in chunk)
+            src = np.full((len(chunk), width), self.model.config.pad_id, dtype=np.int64)
+            for row, i in enumerate(chunk):
+                src[row, :len(ids[i])] = ids[i]
+            out, _ = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(width))
+            for row, i in enumerate(chunk):
+                results[i] = self.target_text(out[row])
+        return results
+
+    @no_grad()
+    def attention_maps(self, sentence: str) -> dict:
+        """Attention weights of a greedy translation: kind -> (weights (L, h, T_q, T_k),
+        query tokens, key tokens), for encoder self-, decoder self- and cross-attention."""
+        src = self.source_ids(sentence)
+        v = self.tgt_vocab
+        out, _ = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)))
+        out = [int(t) for t in out[0]]
+        if v.eos_id in out:
+            out = out[:out.index(v.eos_id) + 1]
+        tgt_in = np.array([[v.bos_id] + out[:-1]]) if out else np.array([[v.bos_id]])
+        blocks = {"encoder self-attention": [l.self_attn for l in self.model.encoder.layers],
+                  "decoder self-attention": [l.self_attn for l in self.model.decoder.layers],
+                  "cross-attention": [l.cross_attn for l in self.model.decoder.layers]}
+        for mods in blocks.values():
+            for m in mods:
+                m.keep_weights = True
+        try:
+            self.model(src[None], tgt_in)
+            src_tokens = self.src_vocab.decode(src, strip_special=False)
+            tgt_tokens = self.tgt_vocab.decode(tgt_in[0], strip_special=False)
+            queries = {"encoder self-attention": src_tokens, "decoder self-attention": tgt_tokens,
+                       "cross-attention": tgt_tokens}
+            keys = {"encoder self-attention": src_tokens, "decoder self-attention": tgt_tokens,
+                    "cross-attention": src_tokens}
+            return {kind: (np.stack([m.weights[0] for m in mods]), queries[kind], keys[kind])
+                    for kind, mods in blocks.items()}
+        finally:
+            for mods in blocks.values():
+                for m in mods:
+                    m.keep_weights, m.weights = False, None
+
+
+def load_translator(path) -> Translator:
+    return Translator.load(path)
+
+
+def normalize_english(text: str, lowercase: bool = True) -> str:
+    """The corpus's normal form: tokens joined by single spaces, so exact match compares tokens."""
+    return " ".join(tokenize_en(text, lowercase=lowercase))
