@@ -7,18 +7,28 @@ One class per box of the paper's Figure 1:
     EncoderLayer, Encoder, DecoderLayer, Decoder
     Transformer                               (the whole model + the generator)
 Masks use one convention: True = may attend (transformer.masks).
-"""
-from .add_norm import AddNorm
-from .attention import MultiHeadAttention, scaled_dot_product_attention
-from .decoder import Decoder, DecoderLayer
-from .encoder import Encoder, EncoderLayer
-from .feed_forward import PositionwiseFeedForward
-from .masks import causal_mask, padding_mask, target_mask
-from .model import Embeddings, Transformer, TransformerConfig
-from .positional_encoding import PositionalEncoding, sinusoidal_table
 
-__all__ = [
-    "AddNorm", "MultiHeadAttention", "scaled_dot_product_attention", "Decoder", "DecoderLayer", "Encoder",
-    "EncoderLayer", "PositionwiseFeedForward", "causal_mask", "padding_mask", "target_mask", "Embeddings",
-    "Transformer", "TransformerConfig", "PositionalEncoding", "sinusoidal_table",
-]
+Names are imported on first use, so `transformer.data` works without loading the engine.
+"""
+import importlib
+
+_EXPORTS = {
+    "AddNorm": "add_norm", "MultiHeadAttention": "attention", "scaled_dot_product_attention": "attention",
+    "Decoder": "decoder", "DecoderLayer": "decoder", "Encoder": "encoder", "EncoderLayer": "encoder",
+    "PositionwiseFeedForward": "feed_forward", "causal_mask": "masks", "padding_mask": "masks",
+    "target_mask": "masks", "Embeddings": "model", "Transformer": "model", "TransformerConfig": "model",
+    "PositionalEncoding": "positional_encoding", "sinusoidal_table": "positional_encoding",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'transformer' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,100 @@
+"""Length-bucketed batches with a token budget, as in the paper's training setup.
+
+"Sentence pairs were batched together by approximate sequence length. Each training batch
+contained a set of sentence pairs containing approximately 25000 source tokens and 25000
+target tokens" (Vaswani et al. 2017, §5.1). Grouping similar lengths wastes little work
+on ``<pad>``; a token budget instead of a fixed batch size keeps every batch about the
+same cost.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .vocab import PAD
+
+
+class Batch(NamedTuple):
+    """Padded id arrays: ``src`` (B, S) and ``tgt`` (B, T), int64, padded with ``pad_id``."""
+
+    src: np.ndarray
+    tgt: np.ndarray
+
+
+def _lengths(operation: str, name: str, sequences) -> np.ndarray:
+    lengths = np.array([len(seq) for seq in sequences], dtype=np.int64)
+    empty = np.flatnonzero(lengths == 0)
+    if empty.size:
+        raise ValueError(f"{operation}: {name}[{empty[0]}] is empty; every sequence needs "
+                         f"at least one token")
+    return lengths
+
+
+def bucket_indices(src_lengths, tgt_lengths, max_tokens: int, shuffle: bool = True,
+                   seed: int = 0) -> list[np.ndarray]:
+    """Group pair indices into batches of similar length within ``max_tokens``.
+
+    A batch of B pairs is padded to its longest source S and target T and keeps
+    B·S ≤ max_tokens and B·T ≤ max_tokens. With ``shuffle``, pairs of equal length are
+    mixed and the batch order is shuffled, both by ``seed`` (use a new seed each epoch).
+    """
+    src_lengths = np.asarray(src_lengths, dtype=np.int64)
+    tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
+    if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
+        raise ValueError(f"bucket_indices: expected two equal-length 1-d length lists, got "
+                         f"shapes {src_lengths.shape} and {tgt_lengths.shape}")
+    if not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+        raise ValueError(f"bucket_indices: max_tokens must be a positive int, got {max_tokens!r}")
+    longest = np.maximum(src_lengths, tgt_lengths)
+    too_long = np.flatnonzero(longest > max_tokens)
+    if too_long.size:
+        i = int(too_long[0])
+        raise ValueError(f"bucket_indices: pair {i} has {int(longest[i])} tokens on one side, "
+                         f"more than max_tokens={max_tokens}; raise max_tokens or drop it")
+
+    rng = np.random.default_rng(seed)
+    tie_break = rng.permutation(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
+    order = np.lexsort((tie_break, tgt_lengths, src_lengths))
+
+    batches: list[np.ndarray] = []
+    start, max_src, max_tgt = 0, 0, 0
+    for position, index in enumerate(order):
+        new_src = max(max_src, int(src_lengths[index]))
+        new_tgt = max(max_tgt, int(tgt_lengths[index]))
+        size = position - start + 1
+        if size > 1 and size * max(new_src, new_tgt) > max_tokens:
+            batches.append(order[start:position])
+            start, new_src, new_tgt = position, int(src_lengths[index]), int(tgt_lengths[index])
+        max_src, max_tgt = new_src, new_tgt
+    if len(order):
+        batches.append(order[start:])
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def pad_batch(sequences, pad_id: int = PAD) -> np.ndarray:
+    """Stack id lists into one (B, L) int64 array, right-padded with ``pad_id``."""
+    width = max(len(seq) for seq in sequences)
+    out = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    for row, seq in enumerate(sequences):
+        out[row, : len(seq)] = seq
+    return out
+
+
+def make_batches(src_ids_list, tgt_ids_list, max_tokens: int, shuffle: bool = True,
+                 seed: int = 0, pad_id: int = PAD) -> list[Batch]:
+    """Padded (src, tgt) batches grouped by length; see :func:`bucket_indices`.
+
+    Target lists should already carry ``<bos>``/``<eos>`` if the model needs them.
+    """
+    if len(src_ids_list) != len(tgt_ids_list):
+        raise ValueError(f"make_batches: got {len(src_ids_list)} source and "
+                         f"{len(tgt_ids_list)} target sequences; expected the same number")
+    src_lengths = _lengths("make_batches", "src_ids_list", src_ids_list)
+    tgt_lengths = _lengths("make_batches", "tgt_ids_list", tgt_ids_list)
+    groups = bucket_indices(src_lengths, tgt_lengths, max_tokens, shuffle, seed)
+    return [Batch(pad_batch([src_ids_list[i] for i in group], pad_id),
+                  pad_batch([tgt_ids_list[i] for i in group], pad_id)) for group in groups]
