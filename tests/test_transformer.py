@@ -170,7 +170,7 @@ def test_weights_round_trip_through_torch(norm_first):
     (lambda: tiny()(np.array([[1, 2]]), np.array([[-1]])), ValueError, r"tgt has token id -1"),
     (lambda: tiny()(np.zeros((1, 0), int), np.array([[1]])), ValueError, r"src is an empty sequence"),
     (lambda: tiny()(np.array([[1, 2]]), np.array([[1]]), src_mask=np.ones((1, 1, 3, 3), bool)), ValueError,
-     r"mask of shape \(1, 1, 3, 3\) cannot broadcast.*\(1, 2, 1, 2\)"),
+     r"mask of shape \(1, 1, 3, 3\) cannot broadcast.*\(1, 2, 2, 2\)"),
 ])
 def test_bad_input(fn, exc, pattern):
     with pytest.raises(exc, match=pattern):

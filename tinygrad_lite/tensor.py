@@ -796,7 +796,7 @@ class Tensor:
             return self
         if p == 1:
             return self * 0.0
-        keep = (rng().random(self.shape) >= p).astype(self.dtype) * (1.0 / (1.0 - p))
+        keep = (rng().random(self.shape, dtype=np.float32) >= p) * np.asarray(1.0 / (1.0 - p), dtype=self.dtype)
         return self._make(self.data * keep, "dropout", (self,), lambda g: (g * keep,))
 
     def layer_norm(self, normalized_shape, weight=None, bias=None, eps: float = 1e-5):

@@ -162,7 +162,7 @@ def evaluate_translations(translator: Translator, pairs) -> dict:
     hyps = translator.translate_batch([zh for zh, _ in pairs])
     refs = [" ".join(tokenize_en(en, lowercase=translator.lowercase)) for _, en in pairs]
     hyps_norm = [" ".join(tokenize_en(h, lowercase=translator.lowercase)) for h in hyps]
-    return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none").score,
+    return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none", force=True).score,
             "chrf": sacrebleu.corpus_chrf(hyps_norm, [refs]).score,
             "exact_match": exact_match(hyps_norm, refs), "n": len(pairs), "hypotheses": hyps}
 
@@ -280,10 +280,9 @@ class Trainer:
                   "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": tokens_per_s}
         self.log(record)
         self.save()
-        if self.cfg.progress:
-            print(f"epoch {self.epoch:>2} step {self.step:>5}  train loss {record['train_loss'] or 0:.3f}  "
-                  f"dev loss {dev_loss:.3f}  dev BLEU {scores['bleu']:.1f}  "
-                  f"dev exact {100 * scores['exact_match']:.1f}%  {tokens_per_s:.0f} tok/s")
+        print(f"epoch {self.epoch:>2} step {self.step:>5}  train loss {record['train_loss'] or 0:.3f}  "
+              f"dev loss {dev_loss:.3f}  dev BLEU {scores['bleu']:.1f}  "
+              f"dev exact {100 * scores['exact_match']:.1f}%  {tokens_per_s:.0f} tok/s")
         try:
             from viz.plots import plot_loss_curves
             plot_loss_curves(self.metrics_path, out=os.path.join(self.cfg.out, "loss.png"))
