@@ -1,0 +1,211 @@
+"""`python -m viz` as a user runs it: each subcommand writes a real file that is read back;
+bad input gives one line on stderr, exit code 2 and no traceback (unless --debug)."""
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from matplotlib import image as mpimg
+
+from viz.render import RENDERER_ENV, find_renderer
+
+REPO = Path(__file__).resolve().parents[1]
+SVG = "{http://www.w3.org/2000/svg}"
+SENTENCE = "这是一个苹果"
+
+
+def run_viz(*args, env=None):
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "viz", *map(str, args)], cwd=REPO, env=environment,
+                          check=False, capture_output=True, text=True, timeout=300)
+
+
+def svg_nodes(path) -> list:
+    """The text lines of every node of a rendered SVG."""
+    root = ET.parse(path).getroot()
+    return [[" ".join((t.text or "").replace("\xa0", " ").split()) for t in g.iter(f"{SVG}text")]
+            for g in root.iter(f"{SVG}g") if g.get("class") == "node"]
+
+
+def svg_clusters(path) -> set:
+    root = ET.parse(path).getroot()
+    return {g.find(f"{SVG}title").text for g in root.iter(f"{SVG}g") if g.get("class") == "cluster"}
+
+
+@pytest.fixture
+def renderer(monkeypatch):
+    monkeypatch.delenv(RENDERER_ENV, raising=False)
+    if find_renderer() is None:
+        pytest.skip("no Graphviz renderer installed (apt-get install graphviz or pip install graphviz-pure)")
+
+
+def assert_ok(done, out: Path):
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines() == [str(out)]
+    assert out.is_file() and out.stat().st_size > 0
+
+
+# ---------------------------------------------------------------- subcommands
+def test_xor_draws_the_scalar_backprop_graph(tmp_path, renderer):
+    out = tmp_path / "xor.svg"
+    assert_ok(run_viz("xor", "--out", out), out)
+    nodes = svg_nodes(out)
+    labels = {lines[0] for lines in nodes}
+    assert {"loss", "L0.n0.w0", "L1.n0.b", "x3[1]"} <= labels  # all 4 XOR points, both layers
+    loss = next(lines for lines in nodes if lines[0] == "loss")
+    assert loss[2] == "grad 1.0000"
+    assert len(nodes) > 100
+
+
+def test_xor_with_one_point_is_smaller(tmp_path, renderer):
+    small, full = tmp_path / "one.svg", tmp_path / "four.svg"
+    assert_ok(run_viz("xor", "--points", "1", "--out", small), small)
+    assert_ok(run_viz("xor", "--out", full), full)
+    assert len(svg_nodes(small)) < len(svg_nodes(full)) / 2
+
+
+def test_mlp_draws_the_tensor_backprop_graph(tmp_path, renderer):
+    out = tmp_path / "mlp.svg"
+    assert_ok(run_viz("mlp", "--sizes", "2,8,8,1", "--out", out), out)
+    nodes = svg_nodes(out)
+    weights = [lines for lines in nodes if lines[0].endswith(".weight")]
+    assert [w[:2] for w in weights] == [["0.weight", "(8, 2) float32"], ["2.weight", "(8, 8) float32"],
+                                        ["4.weight", "(1, 8) float32"]]
+    assert all(w[2].startswith("grad norm ") for w in weights)
+    assert {"cluster_0", "cluster_2", "cluster_4"} <= svg_clusters(out)
+
+
+@pytest.mark.parametrize("backend", ["default", "numba"])
+def test_transformer_depth_2_is_readable(tmp_path, renderer, backend):
+    """The CLI runs the kernels' NumPy twins unless TINYGRAD_LITE_BACKEND asks for Numba."""
+    out = tmp_path / "t.svg"
+    env = {} if backend == "default" else {"TINYGRAD_LITE_BACKEND": backend}
+    assert_ok(run_viz("transformer", "--depth", "2", "--out", out, env=env), out)
+    nodes = svg_nodes(out)
+    assert len(nodes) <= 60
+    titles = {lines[0] for lines in nodes}
+    assert {"encoder.layers.0 (EncoderLayer)", "encoder.layers.1 (EncoderLayer)",
+            "decoder.layers.0 (DecoderLayer)", "decoder.layers.1 (DecoderLayer)", "generator (Linear)",
+            "cross_entropy"} <= titles
+    assert {"cluster_encoder.layers", "cluster_decoder.layers"} <= svg_clusters(out)
+
+
+def test_transformer_flags_change_the_model(tmp_path, renderer):
+    out = tmp_path / "t.png"
+    assert_ok(run_viz("transformer", "--layers", "3", "--d-model", "16", "--heads", "2", "--depth", "2",
+                      "--out", out), out)
+    image = mpimg.imread(out)
+    assert min(image.shape[:2]) > 100 and image[..., :3].std() > 0.05
+    svg = tmp_path / "t.svg"
+    assert_ok(run_viz("transformer", "--layers", "3", "--d-model", "16", "--heads", "2", "--out", svg), svg)
+    titles = {lines[0] for lines in svg_nodes(svg)}
+    assert "encoder.layers.2 (EncoderLayer)" in titles and "decoder.layers.3 (DecoderLayer)" not in titles
+    layer = next(lines for lines in svg_nodes(svg) if lines[0] == "encoder.layers.0 (EncoderLayer)")
+    d, d_ff = 16, 64  # 4 attention projections, 2 FFN linears, 2 LayerNorms
+    assert layer[2] == f"{4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d) + 2 * 2 * d:,} params"
+
+
+def test_transformer_expand_opens_one_layer(tmp_path, renderer):
+    out = tmp_path / "t.svg"
+    assert_ok(run_viz("transformer", "--expand", "encoder.layers.0", "--out", out), out)
+    titles = {lines[0] for lines in svg_nodes(out)}
+    assert "encoder.layers.0.self_attn (MultiHeadAttention)" in titles
+    assert "encoder.layers.1 (EncoderLayer)" in titles
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """An untrained translator with a tiny vocabulary, saved in the real checkpoint format."""
+    from tinygrad_lite import manual_seed
+    from transformer import Transformer
+    from transformer.data import Vocab
+    from transformer.translator import Translator
+
+    src_vocab, tgt_vocab = Vocab(list(SENTENCE)), Vocab(["this", "is", "an", "apple"])
+    manual_seed(0)
+    model = Transformer(len(src_vocab), len(tgt_vocab), d_model=16, h=2, N=2, d_ff=32, dropout=0.0)
+    path = tmp_path_factory.mktemp("ckpt") / "translator.safetensors"
+    Translator(model, src_vocab, tgt_vocab, max_train_len=4).save(path)
+    return path
+
+
+def test_attention_writes_one_heatmap_per_kind(tmp_path, checkpoint):
+    out = tmp_path / "attn.png"
+    done = run_viz("attention", "--checkpoint", checkpoint, SENTENCE, "--out", out)
+    assert done.returncode == 0, done.stderr
+    expected = [tmp_path / f"attn.{kind}.png" for kind in ("encoder", "decoder", "cross")]
+    assert done.stdout.strip().splitlines() == [str(p) for p in expected]
+    for path in expected:
+        image = mpimg.imread(path)
+        assert min(image.shape[:2]) > 100 and image[..., :3].std() > 0.02
+
+
+def test_attention_single_kind_goes_to_the_exact_path(tmp_path, checkpoint):
+    out = tmp_path / "cross.svg"
+    done = run_viz("attention", "--checkpoint", checkpoint, SENTENCE, "--kind", "cross", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out) and [p.name for p in tmp_path.iterdir()] == ["cross.svg"]
+    ET.parse(out)
+
+
+def test_without_a_renderer_the_dot_source_is_written(tmp_path):
+    out = tmp_path / "xor.svg"
+    done = run_viz("xor", "--points", "1", "--out", out, env={RENDERER_ENV: "none"})
+    assert done.returncode == 0
+    dot = tmp_path / "xor.dot"
+    assert done.stdout.strip() == str(dot) and dot.read_text().startswith("digraph")
+    hint = done.stderr.strip().splitlines()
+    assert len(hint) == 1 and "apt-get install graphviz" in hint[0] and "pip install graphviz-pure" in hint[0]
+
+
+# ---------------------------------------------------------------- bad input
+def bad_inputs(tmp_path: Path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory, not a checkpoint")
+    return {
+        "unknown format": (["xor", "--out", tmp_path / "x.jpg"], "unknown format 'jpg'"),
+        "no extension": (["mlp", "--out", tmp_path / "graph"], "no extension"),
+        "unwritable dir": (["xor", "--out", a_file / "x.svg"], "not a directory"),
+        "missing checkpoint": (["attention", "--checkpoint", tmp_path / "missing.ckpt", SENTENCE, "--out",
+                                tmp_path / "a.png"], "missing.ckpt"),
+        "not a checkpoint": (["attention", "--checkpoint", a_file, SENTENCE, "--out", tmp_path / "a.png"],
+                             "a_file"),
+        "d_model vs heads": (["transformer", "--d-model", "30", "--heads", "4", "--out", tmp_path / "t.svg"],
+                             "divisible"),
+        "unknown module": (["transformer", "--expand", "encoder.nope", "--out", tmp_path / "t.svg"],
+                           "'encoder.nope'"),
+        "too many nodes": (["transformer", "--depth", "none", "--max-nodes", "50", "--out", tmp_path / "t.svg"],
+                           "max_nodes=50"),
+        "missing --out": (["xor"], "--out"),
+        "unknown command": (["draw"], "invalid choice"),
+        "bad depth": (["transformer", "--depth", "deep", "--out", tmp_path / "t.svg"], "deep"),
+    }
+
+
+@pytest.mark.parametrize("case", ["unknown format", "no extension", "unwritable dir", "missing checkpoint",
+                                  "not a checkpoint", "d_model vs heads", "unknown module", "too many nodes",
+                                  "missing --out", "unknown command", "bad depth"])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, case):
+    args, expected = bad_inputs(tmp_path)[case]
+    done = run_viz(*args)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert expected in lines[0]
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".svg", ".png", ".jpg", ".dot")]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_shows_the_traceback(tmp_path, where):
+    args = ["xor", "--out", tmp_path / "x.jpg"]
+    args = ["--debug", *args] if where == "before" else [*args, "--debug"]
+    done = run_viz(*args)
+    assert done.returncode != 0 and "Traceback" in done.stderr and "unknown format" in done.stderr
+
+
+def test_a_clean_run_prints_nothing_on_stderr(tmp_path, renderer):
+    out = tmp_path / "t.svg"
+    done = run_viz("transformer", "--out", out)
+    assert done.returncode == 0 and done.stderr.strip() == "", done.stderr

@@ -1,0 +1,273 @@
+"""python -m viz: draw backprop graphs and attention maps from the command line.
+
+    python -m viz xor --out xor.svg                       scalar MLP on XOR, one training step
+    python -m viz mlp --out mlp.svg                       tensor MLP (tinygrad_lite.nn.MLP), one step
+    python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
+    python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png
+
+Bad input (a missing file, an unknown format, a directory that can't be written) gives one
+line on stderr and exit code 2; --debug shows the traceback instead.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from viz.render import FORMATS, check_output_path
+
+XOR_INPUTS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
+XOR_TARGETS = (0.0, 1.0, 1.0, 0.0)
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (and exit code 2)."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _depth(text: str):
+    if text.lower() in ("none", "full", "all"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a module depth >= 0 or 'none', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a module depth >= 0 or 'none', got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive int, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive int, got {value}")
+    return value
+
+
+def _sizes(text: str) -> list:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer widths such as 2,8,1, got {text!r}") \
+            from None
+    if len(sizes) < 2 or min(sizes) <= 0 or sizes[0] != 2 or sizes[-1] != 1:
+        raise argparse.ArgumentTypeError(f"expected positive widths from 2 (XOR inputs) to 1 (the logit), "
+                                         f"such as 2,8,1; got {text!r}")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m viz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def graph_command(name, help_text, rankdir):
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--out", required=True, help="output file: .svg, .png, .pdf or .dot")
+        sub.add_argument("--rankdir", default=rankdir, choices=("LR", "TB", "RL", "BT"))
+        sub.add_argument("--max-nodes", type=_positive, default=2000)
+        sub.add_argument("--seed", type=int, default=0)
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        return sub
+
+    xor = graph_command("xor", "the scalar MLP's backprop graph after one training step on XOR", "LR")
+    xor.add_argument("--hidden", type=_positive, default=4, help="hidden neurons (MLP(2, [hidden, 1]))")
+    xor.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=4,
+                     help="how many of the 4 XOR examples the step uses (1 gives a small picture)")
+    xor.add_argument("--act", default="tanh", choices=("tanh", "relu", "sigmoid"))
+
+    mlp = graph_command("mlp", "a tensor MLP's backprop graph after one training step on XOR", "LR")
+    mlp.add_argument("--sizes", type=_sizes, default=[2, 8, 1], help="layer widths, e.g. 2,8,8,1")
+    mlp.add_argument("--act", default="tanh", choices=("tanh", "relu", "sigmoid", "gelu"))
+    mlp.add_argument("--depth", type=_depth, default=None, help="collapse modules at this depth")
+
+    tf = graph_command("transformer", "one training step of a small Transformer, modules as boxes", "TB")
+    tf.add_argument("--depth", type=_depth, default=2,
+                    help="collapse depth: 1 = embeddings/encoder/decoder, 2 = layers (default), "
+                         "3 = attention/Add & Norm/FFN, none = every op")
+    tf.add_argument("--expand", action="append", default=[], metavar="PATH",
+                    help="open this module whatever the depth, e.g. encoder.layers.0 (repeatable)")
+    tf.add_argument("--d-model", type=_positive, default=32)
+    tf.add_argument("--layers", type=_positive, default=2, help="N, the number of encoder and decoder layers")
+    tf.add_argument("--heads", type=_positive, default=4, help="h, the number of attention heads")
+    tf.add_argument("--d-ff", type=_positive, default=None, help="feed-forward width (default 4 * d_model)")
+    tf.add_argument("--vocab", type=_positive, default=20)
+    tf.add_argument("--src-len", type=_positive, default=6)
+    tf.add_argument("--tgt-len", type=_positive, default=5)
+    tf.add_argument("--batch", type=_positive, default=2)
+
+    attn = commands.add_parser("attention", help="attention heatmaps of a trained translator",
+                               description="attention heatmaps (layers x heads) of a translator checkpoint")
+    attn.add_argument("sentence", help="the Chinese sentence to translate, e.g. 这是一个苹果")
+    attn.add_argument("--checkpoint", required=True, help="translator checkpoint (python -m transformer train)")
+    attn.add_argument("--out", required=True,
+                      help="output image (.png, .svg or .pdf); with several kinds, one file each: "
+                           "NAME.KIND.EXT")
+    attn.add_argument("--kind", choices=("encoder", "decoder", "cross", "all"), default="all")
+    attn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    return parser
+
+
+# ---------------------------------------------------------------- the subcommands
+def _render(graph, out: str) -> list:
+    from viz import render
+
+    return [render(graph, out)]
+
+
+def run_xor(args) -> list:
+    """MLP(2, [hidden, 1]) on XOR: logits, mean binary cross-entropy log(1 + e^s) - t*s, backward."""
+    from tinygrad_lite.scalar import MLP, Value
+    from viz import draw_graph
+
+    model = MLP(2, [args.hidden, 1], act=args.act, seed=args.seed)
+    for l, layer in enumerate(model.layers):
+        for j, neuron in enumerate(layer.neurons):
+            for i, w in enumerate(neuron.w):
+                w.label = f"L{l}.n{j}.w{i}"
+            neuron.b.label = f"L{l}.n{j}.b"
+    losses = []
+    for p, ((x0, x1), target) in enumerate(zip(XOR_INPUTS[:args.points], XOR_TARGETS)):
+        x = [Value(x0, label=f"x{p}[0]"), Value(x1, label=f"x{p}[1]")]
+        logit = model(x)
+        logit.label = f"logit{p}"
+        losses.append((1 + logit.exp()).log() - target * logit)
+    loss = sum(losses[1:], losses[0]) / len(losses)
+    loss.label = "loss"
+    model.zero_grad()
+    loss.backward()
+    return _render(draw_graph(loss, rankdir=args.rankdir, max_nodes=args.max_nodes), args.out)
+
+
+def _kernel_backend():
+    """The NumPy twins of the kernels unless TINYGRAD_LITE_BACKEND says otherwise: a toy model's
+    step takes milliseconds, and Numba would spend seconds compiling for it first."""
+    import contextlib
+    import os
+
+    from tinygrad_lite import kernels
+
+    if os.environ.get(kernels.ENV_VAR):
+        return contextlib.nullcontext()
+    return kernels.use_backend("numpy")
+
+
+def run_mlp(args) -> list:
+    """tinygrad_lite.nn.MLP on the XOR batch: BCE-with-logits loss, backward keeping every grad."""
+    import numpy as np
+
+    from tinygrad_lite import Tensor, manual_seed, retain_grads
+    from tinygrad_lite.nn import MLP
+    from tinygrad_lite.nn import functional as F
+    from viz import draw_graph
+
+    manual_seed(args.seed)
+    model = MLP(args.sizes, act=args.act)
+    x = Tensor(np.array(XOR_INPUTS, dtype=np.float32), name="x (XOR inputs)")
+    target = Tensor(np.array(XOR_TARGETS, dtype=np.float32)[:, None], name="target")
+    with _kernel_backend(), retain_grads():
+        loss = F.binary_cross_entropy_with_logits(model(x), target)
+        loss.backward()
+    graph = draw_graph(loss, model=model, collapse=args.depth, rankdir=args.rankdir, max_nodes=args.max_nodes)
+    return _render(graph, args.out)
+
+
+def run_transformer(args) -> list:
+    """Transformer(vocab, vocab, d_model, h, N, d_ff) on a random batch: cross-entropy, backward."""
+    import numpy as np
+
+    from tinygrad_lite import manual_seed, retain_grads
+    from tinygrad_lite.nn import functional as F
+    from transformer import Transformer
+    from viz import draw_graph
+
+    if args.d_model % args.heads:
+        raise ValueError(f"transformer: --d-model {args.d_model} must be divisible by --heads {args.heads} "
+                         "(d_k = d_model / h)")
+    if args.vocab < 3:
+        raise ValueError(f"transformer: --vocab must be at least 3 (padding plus two tokens), got {args.vocab}")
+    manual_seed(args.seed)
+    model = Transformer(args.vocab, args.vocab, d_model=args.d_model, h=args.heads, N=args.layers,
+                        d_ff=args.d_ff or 4 * args.d_model, dropout=0.1)
+    rng = np.random.default_rng(args.seed)
+    src = rng.integers(1, args.vocab, size=(args.batch, args.src_len))
+    tgt = rng.integers(1, args.vocab, size=(args.batch, args.tgt_len + 1))
+    with _kernel_backend(), retain_grads():
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, args.vocab), tgt[:, 1:].reshape(-1), ignore_index=0)
+        loss.backward()
+    graph = draw_graph(loss, model=model, collapse=args.depth, expand=args.expand, rankdir=args.rankdir,
+                       max_nodes=args.max_nodes)
+    return _render(graph, args.out)
+
+
+ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
+                   "cross": "cross-attention"}
+
+
+def run_attention(args) -> list:
+    """Heatmaps of the translator's attention while it translates `sentence` greedily."""
+    if not Path(args.checkpoint).is_file():
+        raise FileNotFoundError(f"attention: checkpoint {args.checkpoint!r} does not exist or is not a file")
+    try:
+        from transformer.translator import load_translator
+    except ImportError as exc:
+        raise RuntimeError(f"attention: the translator is not available ({exc})") from exc
+    from viz.plots import plot_attention
+
+    translator = load_translator(args.checkpoint)
+    if not hasattr(translator, "attention_maps"):
+        raise RuntimeError("attention: this translator has no attention_maps(sentence); update transformer/")
+    with _kernel_backend():
+        maps = translator.attention_maps(args.sentence)
+    wanted = list(ATTENTION_KINDS) if args.kind == "all" else [args.kind]
+    out = Path(args.out)
+    written = []
+    for short in wanted:
+        kind = ATTENTION_KINDS[short]
+        if kind not in maps:
+            raise RuntimeError(f"attention: the translator returned no {kind!r} maps (got {', '.join(maps)})")
+        weights, query_tokens, key_tokens = maps[kind]
+        path = out if len(wanted) == 1 else out.with_name(f"{out.stem}.{short}{out.suffix}")
+        result = plot_attention(weights, key_tokens, query_tokens, out=path, kind=kind)
+        written.append(result.path)
+    return written
+
+
+COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention}
+IMAGE_FORMATS = {"attention": ("png", "svg", "pdf")}
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            check_output_path(args.out, formats=IMAGE_FORMATS.get(args.command, FORMATS), op="--out")
+            written = COMMANDS[args.command](args)
+        for warning in caught:
+            if issubclass(warning.category, UserWarning):
+                print(f"viz {args.command}: warning: {_one_line(warning.message)}", file=sys.stderr)
+    except (ValueError, TypeError, OSError, RuntimeError, KeyError, IndexError) as exc:
+        if args.debug:
+            raise
+        print(f"viz {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Turn a Graphviz graph into a file: find a renderer, run it, write the result atomically.
+
+Renderer discovery, in order:
+  1. the command named by the environment variable TINYGRAD_LITE_DOT (a path or a name on
+     PATH; the value "none" means "pretend no renderer is installed");
+  2. Graphviz's own `dot` on PATH (Debian/Ubuntu: `apt-get install graphviz`);
+  3. `graphviz-pure` on PATH: a dot-compatible renderer that `pip install graphviz-pure` brings
+     (prebuilt for Linux x86_64/aarch64 (glibc and musl), macOS arm64 and Windows x86_64).
+     It writes svg and png but not pdf, so a pdf is made from its png with matplotlib.
+With none of them, `render` writes the `.dot` source instead and warns in one line how to
+install a renderer.
+"""
+from __future__ import annotations
+
+import errno
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMATS = ("svg", "png", "pdf", "dot")
+RENDERER_ENV = "TINYGRAD_LITE_DOT"
+INSTALL_HINT = "install a renderer with `apt-get install graphviz` or `pip install graphviz-pure`"
+_PNG_DPI = 144
+_TIMEOUT_SECONDS = 300
+
+
+class RendererMissingWarning(UserWarning):
+    """No Graphviz renderer was found, so only the .dot source was written."""
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """A dot-compatible command line and the output formats it can write itself."""
+
+    name: str
+    command: str
+    formats: tuple
+
+    def run(self, source: str, fmt: str) -> bytes:
+        """Lay out and draw `source` (DOT text) as `fmt` bytes."""
+        args = [self.command, f"-T{fmt}"]
+        if fmt == "png":
+            args.append(f"-Gdpi={_PNG_DPI}")
+        try:
+            done = subprocess.run(args, input=source.encode("utf-8"), capture_output=True,
+                                  timeout=_TIMEOUT_SECONDS, check=False)
+        except OSError as exc:
+            raise RuntimeError(f"render: cannot run {self.name} ({self.command}): {exc}") from exc
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"render: {self.name} took longer than {_TIMEOUT_SECONDS} s; "
+                               "draw a smaller graph (draw_graph(..., collapse=2))") from None
+        if done.returncode != 0 or not done.stdout:
+            errors = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            last = errors[-1] if errors else f"exit code {done.returncode}, no output"
+            raise RuntimeError(f"render: {self.name} failed to draw {fmt}: {last}")
+        return done.stdout
+
+
+def find_renderer() -> Renderer | None:
+    """The renderer `render` will use (see the module docstring), or None."""
+    override = os.environ.get(RENDERER_ENV, "").strip()
+    if override:
+        if override.lower() == "none":
+            return None
+        command = shutil.which(override)
+        if command is None:
+            raise FileNotFoundError(f"render: {RENDERER_ENV}={override!r} names no executable "
+                                    "(expected a path or a command on PATH, or 'none')")
+        pure = "graphviz-pure" in Path(override).name
+        return Renderer(Path(override).name, command, ("svg", "png") if pure else ("svg", "png", "pdf"))
+    command = shutil.which("dot")
+    if command is not None:
+        return Renderer("Graphviz dot", command, ("svg", "png", "pdf"))
+    command = shutil.which("graphviz-pure")
+    if command is not None:
+        return Renderer("graphviz-pure", command, ("svg", "png"))
+    return None
+
+
+def pipe(graph, fmt: str = "svg") -> bytes:
+    """Render `graph` (anything with a DOT `.source`) to bytes in memory."""
+    fmt = _check_format(fmt, "pipe")
+    source = _source_of(graph, "pipe")
+    if fmt == "dot":
+        return source.encode("utf-8")
+    renderer = find_renderer()
+    if renderer is None:
+        raise RuntimeError(f"pipe: no Graphviz renderer found; {INSTALL_HINT}")
+    return _draw(renderer, source, fmt)
+
+
+def render(graph_or_root, out_path, fmt: str | None = None, **draw_kwargs) -> Path:
+    """Write a graph to `out_path` and return the path written.
+
+    `graph_or_root` is a `graphviz` graph (e.g. from `draw_graph`) or a Value/Tensor, which is
+    drawn first with `draw_graph(graph_or_root, **draw_kwargs)`. The format comes from `fmt`
+    or else from the extension: svg, png, pdf or dot. Missing directories are created. The
+    file appears whole or not at all (written to a temporary name, then renamed). With no
+    renderer installed, the DOT source goes to `out_path` with the suffix `.dot` instead, a
+    one-line RendererMissingWarning says how to get one, and that `.dot` path is returned.
+    """
+    path, fmt = check_output_path(out_path, fmt)
+    graph = _as_graph(graph_or_root, draw_kwargs)
+    source = _source_of(graph, "render")
+    if fmt == "dot":
+        return _write_atomically(path, source.encode("utf-8"))
+    renderer = find_renderer()
+    if renderer is None:
+        dot_path = path.with_suffix(".dot")
+        written = _write_atomically(dot_path, source.encode("utf-8"))
+        warnings.warn(f"render: no Graphviz renderer found, wrote the DOT source to {str(written)!r} "
+                      f"instead of {fmt}; {INSTALL_HINT}", RendererMissingWarning, stacklevel=2)
+        return written
+    return _write_atomically(path, _draw(renderer, source, fmt))
+
+
+def _draw(renderer: Renderer, source: str, fmt: str) -> bytes:
+    if fmt in renderer.formats:
+        return renderer.run(source, fmt)
+    if fmt == "pdf":
+        return _png_to_pdf(renderer.run(source, "png"))
+    raise ValueError(f"render: {renderer.name} cannot write {fmt}; it writes {', '.join(renderer.formats)}")
+
+
+def _png_to_pdf(png: bytes) -> bytes:
+    """Wrap a rendered png in a one-page pdf of the same physical size (for graphviz-pure)."""
+    from matplotlib.backends.backend_pdf import FigureCanvasPdf
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread
+
+    image = imread(io.BytesIO(png), format="png")
+    height, width = image.shape[:2]
+    figure = Figure(figsize=(width / _PNG_DPI, height / _PNG_DPI), dpi=_PNG_DPI)
+    FigureCanvasPdf(figure)
+    figure.figimage(image, 0, 0)
+    out = io.BytesIO()
+    figure.savefig(out, format="pdf", dpi=_PNG_DPI)
+    return out.getvalue()
+
+
+def _as_path(out_path, op: str) -> Path:
+    if not isinstance(out_path, (str, os.PathLike)):
+        raise TypeError(f"{op}: out_path must be a str or path, got {type(out_path).__name__}")
+    if not str(out_path):
+        raise ValueError(f"{op}: out_path is empty; expected a file name such as graph.svg")
+    path = Path(out_path)
+    if path.is_dir():
+        raise ValueError(f"{op}: out_path {str(path)!r} is a directory; expected a file name such as "
+                         f"{str(path / 'graph.svg')!r}")
+    return path
+
+
+def _extension_format(path: Path, formats: tuple, op: str) -> str:
+    suffix = path.suffix.lower().lstrip(".")
+    if not suffix:
+        raise ValueError(f"{op}: cannot tell the format of {str(path)!r}: it has no extension; "
+                         f"expected one of {', '.join('.' + f for f in formats)} (or pass fmt=)")
+    return suffix
+
+
+def _check_format(fmt, op: str, path: Path | None = None, formats: tuple = FORMATS) -> str:
+    if not isinstance(fmt, str) or fmt.lower().lstrip(".") not in formats:
+        where = f" for {str(path)!r}" if path is not None else ""
+        raise ValueError(f"{op}: unknown format {fmt!r}{where}; expected one of {', '.join(formats)}")
+    return fmt.lower().lstrip(".")
+
+
+def _as_graph(graph_or_root, draw_kwargs: dict):
+    if hasattr(graph_or_root, "source") and hasattr(graph_or_root, "body"):
+        if draw_kwargs:
+            raise TypeError(f"render: got a finished graph, so draw options "
+                            f"{', '.join(sorted(draw_kwargs))} have nothing to apply to; "
+                            "pass them to draw_graph or pass the Value/Tensor itself")
+        return graph_or_root
+    from .graph import draw_graph
+
+    return draw_graph(graph_or_root, **draw_kwargs)
+
+
+def _source_of(graph, op: str) -> str:
+    source = getattr(graph, "source", None)
+    if not isinstance(source, str):
+        raise TypeError(f"{op}: expected a graphviz graph (with a DOT .source), got {type(graph).__name__}")
+    return source
+
+
+def _unwritable(path: Path, directory: Path, exc: OSError) -> OSError:
+    blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        message = f"render: cannot write {str(path)!r}: {str(blocker)!r} is a file, not a directory"
+    else:
+        message = f"render: cannot write {str(path)!r}: directory {str(directory)!r} is not writable"
+    if exc.errno is None:
+        return OSError(f"{message} ({exc})")
+    return OSError(exc.errno, f"{message} ({exc.strerror})", str(directory))
+
+
+def _check_writable(path: Path, op: str) -> None:
+    """Fail before any (possibly slow) drawing when the file could not be written anyway."""
+    directory = path.parent.resolve()
+    existing = next(p for p in (directory, *directory.parents) if p.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{op}: cannot write {str(path)!r}: {str(existing)!r} is a "
+                                                "file, not a directory", str(existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"{op}: cannot write {str(path)!r}: directory {str(existing)!r} "
+                                            "is not writable", str(existing))
+
+
+def check_output_path(out_path, fmt: str | None = None, formats: tuple = FORMATS,
+                      op: str = "render") -> tuple[Path, str]:
+    """(path, format) for writing `out_path`, checked before anything is drawn: the format
+    (from `fmt` or the extension) is one of `formats` and the directory can be written."""
+    path = _as_path(out_path, op)
+    fmt = _check_format(fmt if fmt is not None else _extension_format(path, formats, op), op, path, formats)
+    _check_writable(path, op)
+    return path, fmt
+
+
+def _write_atomically(path: Path, payload: bytes) -> Path:
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, temp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(path, directory, exc) from exc
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(payload)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(temp_name, 0o666 & ~mask)
+        os.replace(temp_name, path)
+    except BaseException:
+        if os.path.exists(temp_name):
+            os.unlink(temp_name)
+        raise
+    return path
