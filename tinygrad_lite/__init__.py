@@ -18,3 +18,7 @@ __all__ = [
     "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "AnomalyError", "retain_grads",
     "manual_seed", "gradcheck", "GradcheckError",
 ]
+from . import nn, optim
+from .checkpoint import save, load
+
+__all__ += ["nn", "optim", "save", "load"]

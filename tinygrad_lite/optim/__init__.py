@@ -1,0 +1,22 @@
+"""Optimizers (SGD, Adam, AdamW with PyTorch's exact updates), learning-rate schedules
+(including the paper's warm-up schedule, NoamLR) and gradient clipping."""
+from . import lr_scheduler
+from .adam import Adam, AdamW
+from .clip import clip_grad_norm_
+from .lr_scheduler import CosineAnnealingLR, LambdaLR, LRScheduler, NoamLR, StepLR
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = [
+           "SGD",
+           "Adam",
+           "AdamW",
+           "CosineAnnealingLR",
+           "LRScheduler",
+           "LambdaLR",
+           "NoamLR",
+           "Optimizer",
+           "StepLR",
+           "clip_grad_norm_",
+           "lr_scheduler",
+]
