@@ -1,0 +1,29 @@
+"""CPU kernels for the Transformer's hot spots, each as a Numba JIT kernel and a NumPy twin.
+
+The twins are the readable definitions; the Numba kernels are the fast path and are tested
+against them. All functions take and return NumPy arrays (float32 or float64), never Tensors.
+
+    matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
+    matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)
+    softmax_forward(x, scale=1.0, mask=None) -> y             last axis, masks, stable
+    softmax_backward(y, dy, scale=1.0) -> dx
+    log_softmax_forward(x) -> y,  log_softmax_backward(y, dy) -> dx
+    layernorm_forward(x, gamma, beta, eps=1e-5) -> (y, mean, rstd)
+    layernorm_backward(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
+
+Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
+Importing this package neither imports numba nor compiles anything; that happens on first use.
+The explicit twins live in the submodules, e.g. ``tinygrad_lite.kernels.softmax``'s
+``softmax_forward_numpy`` and ``softmax_forward_numba``. Note that the name ``matmul`` here is
+the function; import the module's twins with ``from tinygrad_lite.kernels.matmul import ...``.
+"""
+from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
+from .layernorm import layernorm_backward, layernorm_forward
+from .matmul import matmul, matmul_backward, matmul_engine
+from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
+
+__all__ = [
+    "BACKENDS", "ENV_VAR", "get_backend", "layernorm_backward", "layernorm_forward",
+    "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward", "matmul_engine",
+    "set_backend", "softmax_backward", "softmax_forward", "use_backend",
+]

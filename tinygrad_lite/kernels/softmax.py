@@ -1,0 +1,543 @@
+"""Softmax and log-softmax over the last axis, forward and backward.
+
+Softmax turns the attention scores QK^T / sqrt(d_k) into weights that sum to 1 (the paper's
+Eq. 1, "Scaled Dot-Product Attention"); log-softmax feeds the cross-entropy loss. Each function
+has a Numba kernel (``*_numba``) and a NumPy twin (``*_numpy``) with the same signature; the
+un-suffixed names dispatch on the backend chosen in :mod:`tinygrad_lite.kernels.backend`.
+
+Conventions shared by both implementations:
+
+* Stability: each row is shifted by its maximum before ``exp``, so logits of +-1e4 are fine.
+* ``mask`` (softmax only) broadcasts against ``x`` and is either ADDITIVE floats (0 keeps a
+  position, -inf removes it, any other value is added to the logit) or BOOLEAN where True means
+  "may attend" and False becomes -inf. Integer masks are rejected as ambiguous.
+* A row whose logits are all -inf (e.g. fully masked) has softmax 0 everywhere and
+  log-softmax -inf everywhere; the gradient flowing back through such a row is 0. No NaN.
+* A NaN anywhere in a row makes that whole output row NaN: errors are never hidden.
+* float32 and float64 are supported; outputs have the input dtype. Inputs that are not
+  C-contiguous are copied once; empty arrays give empty results.
+"""
+import functools
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from .backend import (
+    FASTMATH,
+    as_float_array,
+    check_same_layout,
+    lazy_kernels,
+    rows_of,
+    threads_for,
+    use_numba,
+)
+
+# Rows are processed in chunks of about this many elements: small enough to stay in the L1/L2
+# cache between passes, large enough that the exp pass runs as one long SIMD loop.
+CHUNK_ELEMS = 4096
+
+# exp(r) for |r| <= ln(2)/2 by its Taylor series; truncation error is below the dtype's epsilon
+# (r^14/14! < 5e-18 for float64, r^8/8! < 6e-9 for float32).
+_INV_FACTORIALS = tuple(1.0 / float(np.prod(np.arange(1, k + 1))) for k in range(14))
+_EXP_COEFFS_F64 = _INV_FACTORIALS
+_EXP_COEFFS_F32 = tuple(np.float32(c) for c in _INV_FACTORIALS[:8])
+_LOG2E = 1.4426950408889634
+# ln(2) split so that n * _LN2_HI is exact (Cody-Waite range reduction).
+_LN2_HI_F64, _LN2_LO_F64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_LN2_HI_F32, _LN2_LO_F32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
+_ROUNDING_SHIFT_F64, _ROUNDING_SHIFT_F32 = 1.5 * 2.0**52, np.float32(1.5 * 2.0**23)
+_ROUNDING_SHIFT_BITS_F64 = np.int64(np.float64(_ROUNDING_SHIFT_F64).view(np.int64))
+_ROUNDING_SHIFT_BITS_F32 = np.int32(_ROUNDING_SHIFT_F32.view(np.int32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks and preparation shared by both implementations
+# ---------------------------------------------------------------------------------------------
+
+def _as_scale(op, scale, dtype):
+    value = float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
+    return dtype.type(value)
+
+
+def _additive_mask(mask, x):
+    """The mask as additive logits of x's dtype, in the mask's own (unbroadcast) shape."""
+    op = "softmax_forward"
+    mask = np.asarray(mask)
+    if mask.dtype == np.bool_:
+        additive = np.where(mask, 0.0, -np.inf).astype(x.dtype)
+    elif mask.dtype.kind == "f":
+        additive = mask.astype(x.dtype, copy=False)
+    else:
+        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
+                        f"logits, -inf = masked), got dtype {mask.dtype}")
+    try:
+        full_shape = np.broadcast_shapes(additive.shape, x.shape)
+    except ValueError:
+        full_shape = None
+    if full_shape != x.shape:
+        raise ValueError(f"{op}: mask of shape {mask.shape} does not broadcast to x of shape "
+                         f"{x.shape}")
+    return additive
+
+
+def _mask_by_row(additive, x_shape):
+    """(mask rows as a C-contiguous (M, N) array, int64 index of the mask row for each x row)."""
+    n = x_shape[-1]
+    mask = additive.reshape((1,) * (len(x_shape) - additive.ndim) + additive.shape)
+    mask_lead = mask.shape[:-1]
+    mask_rows = np.array(np.broadcast_to(mask, mask_lead + (n,)), order="C").reshape(-1, n)
+    numbering = np.arange(mask_rows.shape[0], dtype=np.int64).reshape(mask_lead)
+    row_of = np.array(np.broadcast_to(numbering, x_shape[:-1]), order="C").reshape(-1)
+    return mask_rows, row_of
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy twins
+# ---------------------------------------------------------------------------------------------
+
+def _row_max_or_zero(z):
+    """Row maxima, with 0 for all -inf rows so that z - max stays -inf instead of NaN."""
+    top = z.max(axis=-1, keepdims=True)
+    return np.where(np.isneginf(top), z.dtype.type(0), top)
+
+
+def softmax_forward_numpy(x, scale=1.0, mask=None):
+    """softmax(x * scale + mask) over the last axis (NumPy twin)."""
+    op = "softmax_forward"
+    x = as_float_array(op, "x", x)
+    z = x * _as_scale(op, scale, x.dtype)
+    if mask is not None:
+        z = z + _additive_mask(mask, x)
+    if z.size == 0:
+        return z
+    with np.errstate(invalid="ignore"):
+        e = np.exp(z - _row_max_or_zero(z))
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total != 0)
+
+
+def softmax_backward_numpy(y, dy, scale=1.0):
+    """dx = scale * y * (dy - sum(dy * y)) over the last axis, y = softmax output (NumPy twin)."""
+    op = "softmax_backward"
+    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
+    check_same_layout(op, "y", y, "dy", dy)
+    scale = _as_scale(op, scale, y.dtype)
+    return scale * y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+def log_softmax_forward_numpy(x):
+    """log(softmax(x)) = x - max - log(sum(exp(x - max))) over the last axis (NumPy twin)."""
+    op = "log_softmax_forward"
+    x = as_float_array(op, "x", x)
+    if x.size == 0:
+        return x.copy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = x - _row_max_or_zero(x)
+        total = np.exp(shifted).sum(axis=-1, keepdims=True)
+        log_total = np.where(total == 0, x.dtype.type(0), np.log(total))
+        return shifted - log_total
+
+
+def log_softmax_backward_numpy(y, dy):
+    """dx = dy - exp(y) * sum(dy) over the last axis; 0 on all -inf rows (NumPy twin)."""
+    op = "log_softmax_backward"
+    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
+    check_same_layout(op, "y", y, "dy", dy)
+    if y.size == 0:
+        return np.zeros_like(dy)
+    p = np.exp(y)
+    dx = dy - p * dy.sum(axis=-1, keepdims=True)
+    dead_rows = p.sum(axis=-1, keepdims=True) == 0
+    return np.where(dead_rows, dy.dtype.type(0), dx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba kernels
+# ---------------------------------------------------------------------------------------------
+
+def _simd_exp(x):
+    """exp that LLVM can vectorise (libm's exp is a scalar call); typed for Numba below."""
+    return np.exp(x)
+
+
+def _row_max(a, r):
+    """max of row r of 2-D a, skipping NaNs after the first element; typed for Numba below."""
+    return max(a[r])
+
+
+# The per-chunk bodies of the kernels. These stubs only name them: Numba compiles the bodies
+# registered with @overload in _numba_kernels. Kernels reach helpers through module-level names
+# like these rather than closure variables, because Numba keys its on-disk cache on the pickled
+# closure, which would change from run to run if it held jit functions.
+
+def _softmax_rows(x, scale, mask, mask_row_of, out):
+    """out = softmax(x * scale + mask[mask_row_of]) for a block of rows (Numba only)."""
+    raise NotImplementedError
+
+
+def _softmax_backward_rows(y, dy, scale, dx):
+    """dx = scale * y * (dy - sum(dy * y)) for a block of rows (Numba only)."""
+    raise NotImplementedError
+
+
+def _log_softmax_rows(x, out):
+    """out = log_softmax(x) for a block of rows (Numba only)."""
+    raise NotImplementedError
+
+
+def _log_softmax_backward_rows(y, dy, dx):
+    """dx = dy - exp(y) * sum(dy) for a block of rows, 0 on all -inf rows (Numba only)."""
+    raise NotImplementedError
+
+
+@lazy_kernels
+def _numba_kernels(numba):
+    """Compile-on-first-use Numba kernels; returns a namespace of them."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic, overload
+
+    njit = functools.partial(numba.njit, cache=True)
+    prange = numba.prange
+
+    def bitcast(name, from_type, to_type, to_ir):
+        """An intrinsic reinterpreting a value's bits as another type (free in machine code)."""
+        def typer(typingctx, value):
+            def codegen(context, builder, signature, args):
+                return builder.bitcast(args[0], to_ir)
+            return to_type(from_type), codegen
+        typer.__name__ = name
+        return intrinsic(typer)
+
+    float64_from_bits = bitcast("float64_from_bits", types.int64, types.float64, ir.DoubleType())
+    bits_of_float64 = bitcast("bits_of_float64", types.float64, types.int64, ir.IntType(64))
+    float32_from_bits = bitcast("float32_from_bits", types.int32, types.float32, ir.FloatType())
+    bits_of_float32 = bitcast("bits_of_float32", types.float32, types.int32, ir.IntType(32))
+
+    # exp(x) = 2^n * exp(r) with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2].
+    # Adding 1.5 * 2^52 (2^23 for float32) rounds x / ln 2 to an integer held in the low bits
+    # of the sum, so n is read from those bits without a float->int conversion. 2^n is built
+    # from its bit pattern and applied in two halves, so that subnormal results and overflow to
+    # inf come out right. max/min return their first argument when the other is NaN (Python's
+    # rule, which Numba follows), so a NaN x passes the clamps and makes the result NaN.
+    @njit(fastmath={"contract"})
+    def exp_f64(x):
+        x = min(max(x, -800.0), 710.0)
+        shifted = x * _LOG2E + _ROUNDING_SHIFT_F64
+        n = shifted - _ROUNDING_SHIFT_F64
+        r = (x - n * _LN2_HI_F64) - n * _LN2_LO_F64
+        c = _EXP_COEFFS_F64
+        p = c[13]
+        for k in range(12, -1, -1):
+            p = p * r + c[k]
+        n_int = bits_of_float64(shifted) - _ROUNDING_SHIFT_BITS_F64
+        half = n_int >> 1
+        rest = n_int - half
+        return (p * float64_from_bits((half + 1023) << 52)
+                * float64_from_bits((rest + 1023) << 52))
+
+    @njit(fastmath={"contract"})
+    def exp_f32(x):
+        x = min(max(x, np.float32(-104.0)), np.float32(89.0))
+        shifted = x * np.float32(_LOG2E) + _ROUNDING_SHIFT_F32
+        n = shifted - _ROUNDING_SHIFT_F32
+        r = (x - n * _LN2_HI_F32) - n * _LN2_LO_F32
+        c = _EXP_COEFFS_F32
+        p = c[7]
+        for k in range(6, -1, -1):
+            p = p * r + c[k]
+        n_int = bits_of_float32(shifted) - _ROUNDING_SHIFT_BITS_F32
+        half = np.int32(n_int >> 1)
+        rest = np.int32(n_int - half)
+        return (p * float32_from_bits(np.int32((half + 127) << 23))
+                * float32_from_bits(np.int32((rest + 127) << 23)))
+
+    # Short rows: four running maxima instead of one, so the compares of a row do not wait on
+    # each other. Long rows: compare the floats' bit patterns as integers, which LLVM turns into
+    # SIMD max instructions (it cannot for float compares that must respect NaN). Flipping the
+    # magnitude bits of negative numbers makes the integer order match the float order.
+    # Either way max skips a NaN z (unless it comes first); the NaN still reaches every output
+    # of its row through exp(z - top) and the row sum.
+    @overload(_row_max)
+    def _row_max_typed(a, r):
+        if a.dtype == types.float32:
+            to_bits, from_bits, int_type = bits_of_float32, float32_from_bits, np.int32
+        else:
+            to_bits, from_bits, int_type = bits_of_float64, float64_from_bits, np.int64
+        sign_shift = int_type(8 * np.dtype(int_type).itemsize - 1)
+        magnitude = int_type(np.iinfo(int_type).max)
+
+        @numba.njit(inline="always")
+        def ordered(bits):
+            return bits ^ ((bits >> sign_shift) & magnitude)
+
+        def row_max(a, r):
+            n = a.shape[1]
+            if n >= 64:
+                key = ordered(to_bits(a[r, 0]))
+                for j in range(1, n):
+                    key = max(key, ordered(to_bits(a[r, j])))
+                return from_bits(ordered(key))
+            m0 = m1 = m2 = m3 = a[r, 0]
+            full = n - n % 4
+            for j in range(0, full, 4):
+                m0 = max(m0, a[r, j])
+                m1 = max(m1, a[r, j + 1])
+                m2 = max(m2, a[r, j + 2])
+                m3 = max(m3, a[r, j + 3])
+            for j in range(full, n):
+                m0 = max(m0, a[r, j])
+            return max(max(m0, m1), max(m2, m3))
+        return row_max
+
+    @overload(_simd_exp, jit_options={"fastmath": {"contract"}})
+    def _simd_exp_typed(x):
+        if x == types.float32:
+            return lambda x: exp_f32(x)
+        if x == types.float64:
+            return lambda x: exp_f64(x)
+        return None
+
+    # Chunk bodies. Rows arrive as views indexed from 0, so LLVM can prove indices non-negative
+    # and vectorise; exp runs as one long loop over the whole chunk instead of one per row.
+
+    @overload(_softmax_rows, jit_options={"fastmath": FASTMATH})
+    def _softmax_rows_typed(x, scale, mask, mask_row_of, out):
+        def softmax_rows(x, scale, mask, mask_row_of, out):
+            n = x.shape[1]
+            for r in range(x.shape[0]):
+                if mask_row_of.size:
+                    m = mask_row_of[r]
+                    for j in range(n):
+                        out[r, j] = x[r, j] * scale + mask[m, j]
+                    top = _row_max(out, r)
+                    if top != -np.inf:
+                        for j in range(n):
+                            out[r, j] -= top
+                else:  # max(x * scale) = max(x) * scale exactly, as scale >= 0 here
+                    top = _row_max(x, r) * scale
+                    top = x.dtype.type(0) if top == -np.inf else top
+                    for j in range(n):
+                        out[r, j] = x[r, j] * scale - top
+            flat = out.reshape(out.size)
+            for i in range(flat.size):
+                flat[i] = _simd_exp(flat[i])
+            for r in range(x.shape[0]):
+                total = x.dtype.type(0)
+                for j in range(n):
+                    total += out[r, j]
+                if total != 0:
+                    inv = x.dtype.type(1) / total
+                    for j in range(n):
+                        out[r, j] *= inv
+        return softmax_rows
+
+    @overload(_softmax_backward_rows, jit_options={"fastmath": FASTMATH})
+    def _softmax_backward_rows_typed(y, dy, scale, dx):
+        def softmax_backward_rows(y, dy, scale, dx):
+            n = y.shape[1]
+            for r in range(y.shape[0]):
+                dot = y.dtype.type(0)
+                for j in range(n):
+                    dot += dy[r, j] * y[r, j]
+                for j in range(n):
+                    dx[r, j] = scale * y[r, j] * (dy[r, j] - dot)
+        return softmax_backward_rows
+
+    # log_softmax keeps its two subtractions apart, (x - max) - log(sum): folding max + log(sum)
+    # into one offset first would round it to the precision of max, which costs float32
+    # results near 0 most of their digits when max is ~1e4. So x - max stays in out and the
+    # exps go to a scratch buffer.
+    @overload(_log_softmax_rows, jit_options={"fastmath": FASTMATH})
+    def _log_softmax_rows_typed(x, out):
+        def log_softmax_rows(x, out):
+            n = x.shape[1]
+            for r in range(x.shape[0]):
+                top = _row_max(x, r)
+                top = x.dtype.type(0) if top == -np.inf else top
+                for j in range(n):
+                    out[r, j] = x[r, j] - top
+            exps = np.empty(x.shape, dtype=x.dtype)
+            flat_out, flat_exps = out.reshape(out.size), exps.reshape(exps.size)
+            for i in range(flat_out.size):
+                flat_exps[i] = _simd_exp(flat_out[i])
+            for r in range(x.shape[0]):
+                total = x.dtype.type(0)
+                for j in range(n):
+                    total += exps[r, j]
+                if total != 0:
+                    log_total = np.log(total)
+                    for j in range(n):
+                        out[r, j] -= log_total
+        return log_softmax_rows
+
+    @overload(_log_softmax_backward_rows, jit_options={"fastmath": FASTMATH})
+    def _log_softmax_backward_rows_typed(y, dy, dx):
+        def log_softmax_backward_rows(y, dy, dx):
+            n = y.shape[1]
+            flat_y, flat_dx = y.reshape(y.size), dx.reshape(dx.size)
+            for i in range(flat_y.size):
+                flat_dx[i] = _simd_exp(flat_y[i])
+            for r in range(y.shape[0]):
+                total_p = y.dtype.type(0)
+                total_dy = y.dtype.type(0)
+                for j in range(n):
+                    total_p += dx[r, j]
+                    total_dy += dy[r, j]
+                if total_p == 0:
+                    for j in range(n):
+                        dx[r, j] = 0
+                else:
+                    for j in range(n):
+                        dx[r, j] = dy[r, j] - dx[r, j] * total_dy
+        return log_softmax_backward_rows
+
+    # Drivers: split the rows into chunks of about CHUNK_ELEMS elements and hand them to
+    # threads (the wrappers keep small inputs on one thread, see backend.threads_for).
+
+    @njit(parallel=True)
+    def softmax_forward(x, scale, mask, mask_row_of, out):
+        """out[r] = softmax(x[r] * scale + mask[mask_row_of[r]]); no mask if mask_row_of is empty.
+
+        Needs scale >= 0 (the wrapper flips the signs of x and scale otherwise).
+        """
+        step = max(1, CHUNK_ELEMS // x.shape[1])
+        n_chunks = (x.shape[0] + step - 1) // step
+        masked = mask_row_of.size > 0
+        for c in prange(n_chunks):
+            rows = slice(c * step, (c + 1) * step)
+            _softmax_rows(x[rows], scale, mask, mask_row_of[rows] if masked else mask_row_of,
+                          out[rows])
+
+    @njit(parallel=True)
+    def softmax_backward(y, dy, scale, dx):
+        """dx[r] = scale * y[r] * (dy[r] - <dy[r], y[r]>)."""
+        step = max(1, CHUNK_ELEMS // y.shape[1])
+        n_chunks = (y.shape[0] + step - 1) // step
+        for c in prange(n_chunks):
+            rows = slice(c * step, (c + 1) * step)
+            _softmax_backward_rows(y[rows], dy[rows], scale, dx[rows])
+
+    @njit(parallel=True)
+    def log_softmax_forward(x, out):
+        """out[r] = (x[r] - max) - log(sum(exp(x[r] - max))); all -inf rows stay -inf."""
+        step = max(1, CHUNK_ELEMS // x.shape[1])
+        n_chunks = (x.shape[0] + step - 1) // step
+        for c in prange(n_chunks):
+            rows = slice(c * step, (c + 1) * step)
+            _log_softmax_rows(x[rows], out[rows])
+
+    @njit(parallel=True)
+    def log_softmax_backward(y, dy, dx):
+        """dx[r] = dy[r] - exp(y[r]) * sum(dy[r]); 0 on rows where y is all -inf."""
+        step = max(1, CHUNK_ELEMS // y.shape[1])
+        n_chunks = (y.shape[0] + step - 1) // step
+        for c in prange(n_chunks):
+            rows = slice(c * step, (c + 1) * step)
+            _log_softmax_backward_rows(y[rows], dy[rows], dx[rows])
+
+    return SimpleNamespace(
+        softmax_forward=softmax_forward,
+        softmax_backward=softmax_backward,
+        log_softmax_forward=log_softmax_forward,
+        log_softmax_backward=log_softmax_backward,
+        exp_f32=exp_f32,
+        exp_f64=exp_f64,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba entry points (same signatures as the twins) and backend-dispatching functions
+# ---------------------------------------------------------------------------------------------
+
+def softmax_forward_numba(x, scale=1.0, mask=None):
+    """softmax(x * scale + mask) over the last axis (Numba kernel)."""
+    op = "softmax_forward"
+    x = as_float_array(op, "x", x)
+    scale = _as_scale(op, scale, x.dtype)
+    additive = None if mask is None else _additive_mask(mask, x)
+    out = np.empty(x.shape, x.dtype)
+    if x.size == 0:
+        return out
+    n = x.shape[-1]
+    if additive is None:
+        mask_rows, row_of = np.zeros((1, n), x.dtype), np.zeros(0, np.int64)
+    else:
+        mask_rows, row_of = _mask_by_row(additive, x.shape)
+    if scale < 0:
+        x, scale = -x, -scale
+    with threads_for(x.size):
+        _numba_kernels().softmax_forward(rows_of(x), scale, mask_rows, row_of, out.reshape(-1, n))
+    return out
+
+
+def softmax_backward_numba(y, dy, scale=1.0):
+    """dx = scale * y * (dy - sum(dy * y)) over the last axis (Numba kernel)."""
+    op = "softmax_backward"
+    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
+    check_same_layout(op, "y", y, "dy", dy)
+    scale = _as_scale(op, scale, y.dtype)
+    dx = np.empty(y.shape, y.dtype)
+    if y.size:
+        with threads_for(y.size):
+            _numba_kernels().softmax_backward(rows_of(y), rows_of(dy), scale,
+                                              dx.reshape(-1, y.shape[-1]))
+    return dx
+
+
+def log_softmax_forward_numba(x):
+    """log(softmax(x)) over the last axis (Numba kernel)."""
+    x = as_float_array("log_softmax_forward", "x", x)
+    out = np.empty(x.shape, x.dtype)
+    if x.size:
+        with threads_for(x.size):
+            _numba_kernels().log_softmax_forward(rows_of(x), out.reshape(-1, x.shape[-1]))
+    return out
+
+
+def log_softmax_backward_numba(y, dy):
+    """dx = dy - exp(y) * sum(dy) over the last axis; 0 on all -inf rows (Numba kernel)."""
+    op = "log_softmax_backward"
+    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
+    check_same_layout(op, "y", y, "dy", dy)
+    dx = np.empty(y.shape, y.dtype)
+    if y.size:
+        with threads_for(y.size):
+            _numba_kernels().log_softmax_backward(rows_of(y), rows_of(dy),
+                                                  dx.reshape(-1, y.shape[-1]))
+    return dx
+
+
+def softmax_forward(x, scale=1.0, mask=None):
+    """softmax(x * scale + mask) over the last axis, on the selected backend.
+
+    x: float32/float64 array (..., N). scale: a number applied to x before the mask, e.g.
+    1/sqrt(d_k) in attention. mask: None, additive floats or booleans (True = may attend),
+    broadcastable to x. Returns y with x's shape and dtype; rows sum to 1 (0 if fully masked).
+    """
+    impl = softmax_forward_numba if use_numba() else softmax_forward_numpy
+    return impl(x, scale, mask)
+
+
+def softmax_backward(y, dy, scale=1.0):
+    """Gradient of softmax_forward w.r.t. x, from its output y and the upstream gradient dy.
+
+    The mask needs no argument: masked positions have y = 0, hence dx = 0 there.
+    """
+    impl = softmax_backward_numba if use_numba() else softmax_backward_numpy
+    return impl(y, dy, scale)
+
+
+def log_softmax_forward(x):
+    """log(softmax(x)) over the last axis, on the selected backend (all -inf row -> -inf)."""
+    impl = log_softmax_forward_numba if use_numba() else log_softmax_forward_numpy
+    return impl(x)
+
+
+def log_softmax_backward(y, dy):
+    """Gradient of log_softmax_forward w.r.t. x, from its output y and upstream gradient dy."""
+    impl = log_softmax_backward_numba if use_numba() else log_softmax_backward_numpy
+    return impl(y, dy)
