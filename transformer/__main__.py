@@ -48,9 +48,15 @@ def positive_float(text):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m transformer", description=__doc__.splitlines()[0])
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+    common.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS,
+                        help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
     sub = p.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train the translator (built-in corpus by default)")
+    t = sub.add_parser("train", parents=[common], help="train the translator (built-in corpus by default)")
     t.add_argument("--data", help="zh<TAB>en TSV or Tatoeba/Anki (en<TAB>zh<TAB>attribution) file")
     t.add_argument("--dev", help="dev file (same formats); default: split off --data")
     t.add_argument("--test", help="test file (same formats); default: split off --data")
@@ -72,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--save-every", type=int, default=None, help="also checkpoint every N steps")
     t.add_argument("--no-progress", action="store_true")
 
-    tr = sub.add_parser("translate", help="translate sentences (arguments, or lines on stdin)")
+    tr = sub.add_parser("translate", parents=[common], help="translate sentences (arguments, or lines on stdin)")
     tr.add_argument("sentences", nargs="*")
     tr.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
     tr.add_argument("--beam", type=int, default=1)
@@ -81,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int, default=None)
     tr.add_argument("--show-attention", metavar="PNG", help="also draw the attention maps")
 
-    e = sub.add_parser("eval", help="BLEU, chrF and exact match on a test set")
+    e = sub.add_parser("eval", parents=[common], help="BLEU, chrF and exact match on a test set")
     e.add_argument("--data", help="test file; default: the built-in test and novel splits")
     e.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
     e.add_argument("--out", help="write hypotheses here (default: next to the checkpoint)")
@@ -204,6 +210,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval}
     try:
+        from tinygrad_lite.threads import default_num_threads, set_num_threads
+        set_num_threads(args.threads or default_num_threads(1))
         return commands[args.command](args)
     except KeyboardInterrupt:
         return 130

@@ -24,7 +24,7 @@ from tinygrad_lite.random import get_rng_state, set_rng_state
 
 from .data import PAD, Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
 from .model import Transformer
-from .translator import Translator, TranslatorError, _int_keys, join_arrays
+from .translator import SENTENCE_END, Translator, TranslatorError, _int_keys, join_arrays
 
 
 @dataclass
@@ -33,7 +33,7 @@ class TrainConfig:
     dev: str | None = None
     test: str | None = None
     out: str = "runs/translator"
-    epochs: int = 12
+    epochs: int = 10
     minutes: float | None = None
     max_steps: int | None = None
     seed: int = 0
@@ -183,8 +183,10 @@ class Trainer:
             self._make_optimizer()
             if os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
+        sources = [zh.strip() for zh, _ in self.data.splits["train"]]
+        punctuated = np.mean([bool(zh) and zh[-1] in SENTENCE_END for zh in sources])
         self.translator = Translator(self.model, self.data.src_vocab, self.data.tgt_vocab, cfg.lowercase,
-                                     self.data.max_src_len)
+                                     self.data.max_src_len, complete_punctuation=bool(punctuated >= 0.95))
 
     def _make_optimizer(self):
         self.optimizer = Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98), eps=1e-9)

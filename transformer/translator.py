@@ -20,6 +20,7 @@ from .decoding import beam_search, greedy_decode, sample_decode
 from .model import Transformer
 
 FORMAT = "tinygrad_lite.translator/1"
+SENTENCE_END = "。？！.?!"
 
 
 class TranslatorError(ValueError):
@@ -65,10 +66,11 @@ def _int_keys(obj):
 
 class Translator:
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool = True,
-                 max_train_len: int | None = None):
+                 max_train_len: int | None = None, complete_punctuation: bool = False):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.lowercase = lowercase
         self.max_train_len = max_train_len
+        self.complete_punctuation = complete_punctuation
 
     # ------------------------------------------------------------ save / load
     def save(self, path, train_state: dict | None = None, optimizer=None, scheduler=None) -> None:
@@ -76,6 +78,7 @@ class Translator:
         meta = {"format": FORMAT, "config": self.model.config.to_dict(),
                 "src_vocab": self.src_vocab.to_dict(), "tgt_vocab": self.tgt_vocab.to_dict(),
                 "lowercase": self.lowercase, "max_train_len": self.max_train_len,
+                "complete_punctuation": self.complete_punctuation,
                 "train": train_state or {}}
         if optimizer is not None:
             meta["optimizer"] = split_arrays(optimizer.state_dict(), "optim", arrays)
@@ -106,16 +109,26 @@ class Translator:
             raise TranslatorError(f"checkpoint {path}: vocab sizes {len(src_vocab)}/{len(tgt_vocab)} don't "
                                   f"match the model's {config['src_vocab']}/{config['tgt_vocab']}")
         model.eval()
-        translator = cls(model, src_vocab, tgt_vocab, meta.get("lowercase", True), meta.get("max_train_len"))
+        translator = cls(model, src_vocab, tgt_vocab, meta.get("lowercase", True), meta.get("max_train_len"),
+                         meta.get("complete_punctuation", False))
         if with_state:
             return translator, meta, arrays
         return translator
 
     # ------------------------------------------------------------ text <-> ids
+    def normalize_source(self, sentence: str) -> str:
+        """When every training sentence ended in 。/？ (the built-in corpus), add the missing
+        one, so "这是一个苹果" reads like the training data's "这是一个苹果。"."""
+        sentence = sentence.strip()
+        if self.complete_punctuation and sentence and sentence[-1] not in SENTENCE_END:
+            question = sentence.endswith(("吗", "呢")) or "什么" in sentence
+            sentence += "？" if question else "。"
+        return sentence
+
     def source_ids(self, sentence: str, warn: bool = True) -> np.ndarray:
         if not isinstance(sentence, str) or not sentence.strip():
             raise TranslatorError("translate: the sentence is empty; give some Chinese text")
-        tokens = tokenize_zh(sentence)
+        tokens = tokenize_zh(self.normalize_source(sentence))
         if not tokens:
             raise TranslatorError(f"translate: {sentence!r} has no tokens after tokenization")
         unknown = self.src_vocab.unknown_tokens(tokens)

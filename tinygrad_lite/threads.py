@@ -1,0 +1,47 @@
+"""How many threads the engine's heavy lifting may use: NumPy's BLAS and Numba's pool.
+
+On a small shared machine a 2-thread pool collapses whenever another process holds a core,
+and the shapes of a small Transformer gain little from threads anyway, so the CLIs default
+to 1. `set_num_threads(n)` (or TINYGRAD_LITE_NUM_THREADS=n, read by the CLIs) sets both.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+ENV_VAR = "TINYGRAD_LITE_NUM_THREADS"
+_requested: int | None = None
+
+
+def set_num_threads(n: int) -> None:
+    """Limit BLAS (via threadpoolctl) and Numba to `n` threads for the rest of the process."""
+    global _requested
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"set_num_threads: expected an int >= 1, got {n!r}")
+    _requested = n
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=n)
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    else:
+        os.environ["NUMBA_NUM_THREADS"] = str(n)  # read when numba is first imported
+
+
+def get_num_threads() -> int | None:
+    """The count set by set_num_threads, or None if the libraries' defaults apply."""
+    return _requested
+
+
+def default_num_threads(fallback: int = 1) -> int:
+    """TINYGRAD_LITE_NUM_THREADS if set, else `fallback` (what the CLIs use)."""
+    text = os.environ.get(ENV_VAR, "").strip()
+    if not text:
+        return fallback
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{ENV_VAR} must be a whole number >= 1, got {text!r}") from None
+    if n < 1:
+        raise ValueError(f"{ENV_VAR} must be >= 1, got {n}")
+    return n
