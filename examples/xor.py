@@ -84,7 +84,54 @@ class ValueEngine:
                  np.array([n.b.data for n in layer.neurons])) for layer in model.layers]
 
 
-ENGINES = {"value": ValueEngine}
+class TensorEngine:
+    """The same models with the n-d engine, `tinygrad_lite.Tensor` and `nn` (float64, so the
+    two engines' numbers are directly comparable)."""
+
+    def __init__(self):
+        import tinygrad_lite as tl
+        from tinygrad_lite import nn
+        from tinygrad_lite.nn.functional import binary_cross_entropy_with_logits
+
+        self.tl, self.nn, self.bce = tl, nn, binary_cross_entropy_with_logits
+        self.x = tl.Tensor(np.array(XOR_INPUTS, dtype=np.float64))
+        self.y = tl.Tensor(np.array(XOR_TARGETS, dtype=np.float64)[:, None])
+
+    def _build(self, sizes, act, seed):
+        self.tl.manual_seed(seed)
+        layers = []
+        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+            layers.append(self.nn.Linear(n_in, n_out, dtype=np.float64))
+            if act != "linear" and i < len(sizes) - 2:
+                layers.append({"tanh": self.nn.Tanh, "relu": self.nn.ReLU, "sigmoid": self.nn.Sigmoid}[act]())
+        return self.nn.Sequential(*layers)
+
+    def perceptron(self, seed):
+        return self._build([2, 1], "linear", seed)
+
+    def linear_stack(self, hidden, seed):
+        return self._build([2, hidden, 1], "linear", seed)
+
+    def mlp(self, hidden, act, seed):
+        return self._build([2, hidden, 1], act, seed)
+
+    def fit(self, model, steps, lr):
+        optimizer = self.tl.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(steps):
+            loss = self.bce(model(self.x), self.y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return self.bce(model(self.x), self.y).item()
+
+    def logits(self, model):
+        return model(self.x).data[:, 0].tolist()
+
+    def linear_maps(self, model):
+        return [(m.weight.data, m.bias.data) for m in model if isinstance(m, self.nn.Linear)]
+
+
+ENGINES = {"value": ValueEngine, "tensor": TensorEngine}
 
 
 def engine_named(name):

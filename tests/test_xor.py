@@ -84,10 +84,36 @@ def test_script_prints_the_three_results():
     assert "not linearly separable" in run.stdout
 
 
-def test_script_tensor_engine_runs_or_says_it_is_not_available():
+def test_script_tensor_engine_solves_xor():
     run = run_script("--engine", "tensor")
-    if run.returncode != 0:
-        assert "not available yet" in run.stderr
-        assert "Traceback" not in run.stderr
-    else:
-        assert "4/4" in run.stdout
+    assert run.returncode == 0, run.stderr
+    assert "engine=tensor" in run.stdout and "4/4" in run.stdout
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu", "sigmoid"])
+def test_tensor_engine_makes_the_same_three_points(act):
+    assert xor.train_mlp(act, seed=0, engine="tensor").correct == 4
+    assert xor.train_mlp(act, seed=0, engine="tensor").loss < 0.01
+    for seed in range(3):
+        assert xor.train_perceptron(seed, engine="tensor").correct <= 3
+        stack = xor.train_linear_stack(seed, engine="tensor")
+        assert stack.correct <= 3 and stack.max_difference < 1e-9
+
+
+def test_value_and_tensor_engines_agree_on_the_same_weights():
+    """The bridge between the floors: the same 2-4-1 tanh MLP, weights copied from the
+    scalar model into the tensor model, gives the same logits and the same gradients."""
+    values, tensors = xor.ValueEngine(), xor.TensorEngine()
+    v_model, t_model = values.mlp(4, "tanh", seed=3), tensors.mlp(4, "tanh", seed=0)
+    linears = [m for m in t_model if isinstance(m, tensors.nn.Linear)]
+    for layer, (W, b) in zip(linears, values.linear_maps(v_model)):
+        layer.weight.data[...] = W
+        layer.bias.data[...] = b
+    np.testing.assert_allclose(tensors.logits(t_model), values.logits(v_model), atol=1e-12)
+    v_loss = values._loss(v_model)
+    v_loss.backward()
+    t_loss = tensors.bce(t_model(tensors.x), tensors.y)
+    t_loss.backward()
+    assert abs(v_loss.data - t_loss.item()) < 1e-12
+    v_first = v_model.layers[0]
+    np.testing.assert_allclose(linears[0].weight.grad, [[w.grad for w in n.w] for n in v_first.neurons], atol=1e-12)
