@@ -18,6 +18,13 @@ class CLIError(Exception):
     pass
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (exit 2), not a usage block."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
 def positive_int(text):
     try:
         value = int(text)
@@ -46,7 +53,7 @@ def positive_float(text):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m transformer", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m transformer", description=__doc__.splitlines()[0])
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
@@ -64,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=positive_int, default=None)
     t.add_argument("--minutes", type=positive_float, default=None, help="stop after this much time")
     t.add_argument("--max-steps", type=positive_int, default=None)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=None, help="default 0")
     t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
     t.add_argument("--d-model", type=positive_int, default=None)
     t.add_argument("--heads", type=positive_int, default=None)
@@ -103,7 +110,8 @@ def cmd_train(args) -> int:
         ("data", "data"), ("dev", "dev"), ("test", "test"), ("epochs", "epochs"), ("minutes", "minutes"),
         ("max_steps", "max_steps"), ("d_model", "d_model"), ("heads", "heads"), ("layers", "layers"),
         ("d_ff", "d_ff"), ("dropout", "dropout"), ("lr", "lr"), ("warmup", "warmup"),
-        ("max_tokens", "max_tokens"), ("label_smoothing", "label_smoothing"), ("save_every", "save_every")]
+        ("max_tokens", "max_tokens"), ("label_smoothing", "label_smoothing"), ("save_every", "save_every"),
+        ("seed", "seed")]
         if getattr(args, a) is not None}
     if overrides.get("dropout", 0) >= 1:
         raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
@@ -114,8 +122,8 @@ def cmd_train(args) -> int:
     for path in (args.data, args.dev, args.test):
         if path and not os.path.isfile(path):
             raise CLIError(f"data file {path} does not exist")
-    cfg = TrainConfig(out=args.out, seed=args.seed, resume=args.resume, progress=not args.no_progress,
-                      **overrides)
+    cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
+                      extra={"explicit": sorted(overrides)}, **overrides)
     trainer = Trainer(cfg)
     print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
           f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "

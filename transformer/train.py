@@ -56,6 +56,11 @@ class TrainConfig:
     extra: dict = field(default_factory=dict)
 
 
+# what a resumed run cannot change: the model's shape and the data its vocab came from
+RESUME_FIXED = {"d_model", "heads", "layers", "d_ff", "data", "dev", "test", "lowercase", "min_freq", "seed",
+                "max_tokens"}
+
+
 class Dataset:
     """Tokenized, id-encoded splits plus the vocabularies."""
 
@@ -196,6 +201,16 @@ class Trainer:
         if not os.path.exists(self.checkpoint_path):
             raise TranslatorError(f"--resume: no checkpoint at {self.checkpoint_path}")
         translator, meta, arrays = Translator.load(self.checkpoint_path, with_state=True)
+        saved = meta.get("train", {}).get("train_config", {})
+        explicit = set(self.cfg.extra.get("explicit", ()))
+        clashes = [f"{k}: checkpoint {saved[k]!r}, now {getattr(self.cfg, k)!r}"
+                   for k in sorted(explicit & RESUME_FIXED) if k in saved and saved[k] != getattr(self.cfg, k)]
+        if clashes:
+            raise TranslatorError(f"--resume: {self.checkpoint_path} was trained with another config "
+                                  f"({'; '.join(clashes)}); use the same flags or a new --out")
+        for key, value in saved.items():  # what the user did not set again comes from the checkpoint
+            if key not in explicit and key not in ("resume", "progress", "out", "extra") and hasattr(self.cfg, key):
+                setattr(self.cfg, key, value)
         self.model = translator.model
         self.model.train()
         self.data = build_dataset(self.cfg, (translator.src_vocab, translator.tgt_vocab))
