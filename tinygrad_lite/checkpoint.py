@@ -171,30 +171,31 @@ def load_module(model, path, strict: bool = True) -> dict:
 
 
 # ---------------------------------------------------------------- training state
-def _pack(obj, prefix: str, arrays: dict):
+def pack_arrays(obj, prefix: str, arrays: dict):
     """Nested dicts/lists with ndarrays -> the same structure with {'__array__': name} references."""
     if isinstance(obj, np.ndarray):
         arrays[prefix] = obj
         return {"__array__": prefix}
     if isinstance(obj, dict):
-        return {str(k): _pack(v, f"{prefix}/{k}", arrays) for k, v in obj.items()}
+        return {str(k): pack_arrays(v, f"{prefix}/{k}", arrays) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_pack(v, f"{prefix}/{i}", arrays) for i, v in enumerate(obj)]
+        return [pack_arrays(v, f"{prefix}/{i}", arrays) for i, v in enumerate(obj)]
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
 
 
-def _unpack(obj, arrays: dict, path: str):
+def unpack_arrays(obj, arrays: dict, path: str = "checkpoint"):
+    """The inverse of pack_arrays: put the referenced arrays back in place."""
     if isinstance(obj, dict):
         if set(obj) == {"__array__"}:
             try:
                 return arrays[obj["__array__"]]
             except KeyError:
                 raise CheckpointError(f"checkpoint: {path!r} refers to a missing array '{obj['__array__']}'") from None
-        return {k: _unpack(v, arrays, path) for k, v in obj.items()}
+        return {k: unpack_arrays(v, arrays, path) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_unpack(v, arrays, path) for v in obj]
+        return [unpack_arrays(v, arrays, path) for v in obj]
     return obj
 
 
@@ -206,7 +207,7 @@ def save_training(path, model, optimizer=None, scheduler=None, metadata: dict | 
     arrays = {f"model/{k}": v for k, v in model.state_dict().items()}
     info = {"metadata": metadata or {}}
     if optimizer is not None:
-        info["optimizer"] = _pack(optimizer.state_dict(), "optimizer", arrays)
+        info["optimizer"] = pack_arrays(optimizer.state_dict(), "optimizer", arrays)
     if scheduler is not None:
         info["scheduler"] = scheduler.state_dict()
     if rng_state:
@@ -225,7 +226,7 @@ def load_training(path, model, optimizer=None, scheduler=None, strict: bool = Tr
         if obj is not None:
             if name not in info:
                 raise CheckpointError(f"checkpoint.load_training: {path!r} holds no {name} state")
-            obj.load_state_dict(_unpack(info[name], arrays, path))
+            obj.load_state_dict(unpack_arrays(info[name], arrays, path))
     if rng_state and "rng" in info:
         _random.set_rng_state(info["rng"])
     return info.get("metadata", {})

@@ -18,13 +18,14 @@ import numpy as np
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, no_grad
+from tinygrad_lite.checkpoint import unpack_arrays
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
 from tinygrad_lite.random import get_rng_state, set_rng_state
 
 from .data import PAD, Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
 from .model import Transformer
-from .translator import SENTENCE_END, Translator, TranslatorError, _int_keys, join_arrays
+from .translator import SENTENCE_END, Translator, TranslatorError
 
 
 @dataclass
@@ -216,9 +217,9 @@ class Trainer:
         self.data = build_dataset(self.cfg, (translator.src_vocab, translator.tgt_vocab))
         self._make_optimizer()
         if "optimizer" in meta:
-            self.optimizer.load_state_dict(_int_keys(join_arrays(meta["optimizer"], arrays)))
+            self.optimizer.load_state_dict(unpack_arrays(meta["optimizer"], arrays, self.checkpoint_path))
         if "scheduler" in meta:
-            self.scheduler.load_state_dict(_int_keys(join_arrays(meta["scheduler"], arrays)))
+            self.scheduler.load_state_dict(unpack_arrays(meta["scheduler"], arrays, self.checkpoint_path))
         state = meta.get("train", {})
         self.step, self.epoch = int(state.get("step", 0)), int(state.get("epoch", 0))
         self.batch_in_epoch = int(state.get("batch_in_epoch", 0))

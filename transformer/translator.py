@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from tinygrad_lite import no_grad
-from tinygrad_lite.checkpoint import CheckpointError, load, save
+from tinygrad_lite.checkpoint import load, pack_arrays, save
 
 from .data import Vocab, detokenize_en, tokenize_en, tokenize_zh
 from .decoding import beam_search, greedy_decode, sample_decode
@@ -25,43 +25,6 @@ SENTENCE_END = "。？！.?!"
 
 class TranslatorError(ValueError):
     """A checkpoint or input the translator cannot use; the message says why."""
-
-
-# ---------------------------------------------------------------- nested state <-> (json, arrays)
-def split_arrays(obj, prefix: str, arrays: dict):
-    """Replace every ndarray inside nested dicts/lists by {"__array__": key}, collecting
-    the arrays, so a state can be stored as safetensors + JSON."""
-    if isinstance(obj, np.ndarray):
-        arrays[prefix] = obj
-        return {"__array__": prefix}
-    if isinstance(obj, dict):
-        return {str(k): split_arrays(v, f"{prefix}.{k}", arrays) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [split_arrays(v, f"{prefix}.{i}", arrays) for i, v in enumerate(obj)]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
-
-
-def join_arrays(obj, arrays: dict):
-    if isinstance(obj, dict):
-        if set(obj) == {"__array__"}:
-            if obj["__array__"] not in arrays:
-                raise CheckpointError(f"checkpoint: tensor {obj['__array__']!r} is missing")
-            return arrays[obj["__array__"]]
-        return {k: join_arrays(v, arrays) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [join_arrays(v, arrays) for v in obj]
-    return obj
-
-
-def _int_keys(obj):
-    """JSON turns int dict keys into strings; optimizer state keys are ints again."""
-    if isinstance(obj, dict):
-        return {(int(k) if isinstance(k, str) and k.isdigit() else k): _int_keys(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_int_keys(v) for v in obj]
-    return obj
 
 
 class Translator:
@@ -81,9 +44,9 @@ class Translator:
                 "complete_punctuation": self.complete_punctuation,
                 "train": train_state or {}}
         if optimizer is not None:
-            meta["optimizer"] = split_arrays(optimizer.state_dict(), "optim", arrays)
+            meta["optimizer"] = pack_arrays(optimizer.state_dict(), "optim", arrays)
         if scheduler is not None:
-            meta["scheduler"] = split_arrays(scheduler.state_dict(), "sched", arrays)
+            meta["scheduler"] = pack_arrays(scheduler.state_dict(), "sched", arrays)
         save(arrays, path, metadata=meta)
 
     @classmethod
