@@ -107,7 +107,9 @@ def _reorder_cache(cache: list, beams: np.ndarray):
 def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
                 length_penalty: float = 1.0):
     """Beam search for one sentence (src: (S,) or (1, S)). Finished hypotheses are ranked
-    by log-prob / length**length_penalty (length normalisation, as GNMT/fairseq).
+    by log-prob / length**length_penalty (length normalisation, as GNMT/fairseq). The greedy
+    translation is always one of the candidates, so beam search never returns a hypothesis
+    that scores below greedy's (a narrow beam can otherwise prune greedy's path).
     Returns (tokens, log-prob, normalised score) of the best hypothesis."""
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
@@ -156,6 +158,10 @@ def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_le
         else:
             for b in range(prefix.shape[0]):
                 finished.append((norm(scores[b], prefix.shape[1] - 1), scores[b], prefix[b, 1:]))
+        greedy, greedy_score = greedy_decode(model, src, bos_id, eos_id, max_len)
+        row = [int(t) for t in greedy[0]]
+        tokens = np.array(row[:row.index(eos_id) + 1] if eos_id in row else row)
+        finished.append((norm(greedy_score[0], len(tokens)), greedy_score[0], tokens))
         best = max(finished, key=lambda f: f[0])
         return best[2], float(best[1]), float(best[0])
     finally:
