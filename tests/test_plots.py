@@ -268,7 +268,7 @@ def test_unwritable_directory_error_names_the_path(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     target = blocker / "sub" / "plot.png"
-    with pytest.raises(OSError, match="not writable") as error:
+    with pytest.raises(OSError, match="a_file. is a file, not a directory") as error:
         plots.plot_softmax_temperatures(out=target, dpi=DPI)
     assert str(blocker / "sub") in str(error.value)
 

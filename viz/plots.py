@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from viz import fonts
+from viz.files import atomic_output
 
 SUPPORTED_FORMATS = ("png", "svg", "pdf")
 DEFAULT_DPI = 100
@@ -71,13 +71,6 @@ def _new_figure(figsize, dpi, op: str) -> Figure:
     return figure
 
 
-def _unwritable(exc: OSError, op: str, path: Path, directory: Path) -> OSError:
-    message = f"{op}: cannot write {str(path)!r}: directory {str(directory)!r} is not writable"
-    if exc.errno is None:
-        return OSError(f"{message} ({exc})")
-    return OSError(exc.errno, f"{message} ({exc.strerror})", str(directory))
-
-
 def _use_cjk_font(figure: Figure, fmt: str, op: str) -> tuple[dict, bool]:
     """Give CJK texts a CJK font; without one keep SVG text as text, or warn once.
 
@@ -103,36 +96,14 @@ def _use_cjk_font(figure: Figure, fmt: str, op: str) -> tuple[dict, bool]:
     return {}, True
 
 
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _save(figure: Figure, path: Path, fmt: str, op: str) -> Path:
-    """Write the figure next to `path` under a temporary name, then rename it into place, so a
-    reader never sees half a file."""
-    directory = path.parent
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        handle, temp_name = tempfile.mkstemp(
-            dir=directory, prefix=f".{path.name}.", suffix=f".tmp.{fmt}"
-        )
-    except OSError as exc:
-        raise _unwritable(exc, op, path, directory) from exc
-    try:
-        with os.fdopen(handle, "wb") as stream, warnings.catch_warnings():
-            rc, glyphs_missing = _use_cjk_font(figure, fmt, op)
-            if glyphs_missing:
-                warnings.filterwarnings("ignore", message=_MISSING_GLYPH_MESSAGE)
-            with mpl.rc_context(rc):
-                figure.savefig(stream, format=fmt, dpi=figure.dpi)
-        os.chmod(temp_name, 0o666 & ~_current_umask())
-        os.replace(temp_name, path)
-    except BaseException:
-        if os.path.exists(temp_name):
-            os.unlink(temp_name)
-        raise
+    """Write the figure atomically (viz.files), with CJK text handled."""
+    with atomic_output(path, op, suffix=f".tmp.{fmt}") as stream, warnings.catch_warnings():
+        rc, glyphs_missing = _use_cjk_font(figure, fmt, op)
+        if glyphs_missing:
+            warnings.filterwarnings("ignore", message=_MISSING_GLYPH_MESSAGE)
+        with mpl.rc_context(rc):
+            figure.savefig(stream, format=fmt, dpi=figure.dpi)
     return path
 
 

@@ -17,10 +17,11 @@ import io
 import os
 import shutil
 import subprocess
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from viz.files import atomic_output
 
 FORMATS = ("svg", "png", "pdf", "dot")
 RENDERER_ENV = "TINYGRAD_LITE_DOT"
@@ -189,17 +190,6 @@ def _source_of(graph, op: str) -> str:
     return source
 
 
-def _unwritable(path: Path, directory: Path, exc: OSError) -> OSError:
-    blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        message = f"render: cannot write {str(path)!r}: {str(blocker)!r} is a file, not a directory"
-    else:
-        message = f"render: cannot write {str(path)!r}: directory {str(directory)!r} is not writable"
-    if exc.errno is None:
-        return OSError(f"{message} ({exc})")
-    return OSError(exc.errno, f"{message} ({exc.strerror})", str(directory))
-
-
 def _check_writable(path: Path, op: str) -> None:
     """Fail before any (possibly slow) drawing when the file could not be written anyway."""
     directory = path.parent.resolve()
@@ -223,21 +213,6 @@ def check_output_path(out_path, fmt: str | None = None, formats: tuple = FORMATS
 
 
 def _write_atomically(path: Path, payload: bytes) -> Path:
-    directory = path.parent
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        handle, temp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _unwritable(path, directory, exc) from exc
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(payload)
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(temp_name, 0o666 & ~mask)
-        os.replace(temp_name, path)
-    except BaseException:
-        if os.path.exists(temp_name):
-            os.unlink(temp_name)
-        raise
+    with atomic_output(path, "render") as stream:
+        stream.write(payload)
     return path
