@@ -9,7 +9,7 @@ Each section is a function that prints its part and returns a dict of what it co
     python examples/walkthrough.py                       # all 15 sections, < 30 s
     python examples/walkthrough.py --section temperature # one section
     python examples/walkthrough.py --figures out/        # also write the pictures
-    python -m transformer explain -- --checkpoint runs/translator/checkpoint.safetensors
+    python -m transformer explain --checkpoint runs/translator/best.safetensors
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ from transformer.data import Vocab, tokenize_zh
 SENTENCE = "这是一个苹果"
 TRANSLATION = "This is an apple"
 D_MODEL, H, D_FF, N_LAYERS = 512, 8, 2048, 6          # the paper's base model (Table 3)
-DEFAULT_CHECKPOINT = Path("runs/translator/checkpoint.safetensors")
+DEFAULT_CHECKPOINT = Path("runs/translator/best.safetensors")
 
 # The article's printed numbers, kept as printed so the comparison uses their precision.
 ARTICLE_LOOKUP_SCORES = (5, -4, 3, 2, 2.5)

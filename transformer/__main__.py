@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import warnings
 
 DEFAULT_OUT = "runs/translator"
-DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "checkpoint.safetensors")
+BEST_CHECKPOINT = os.path.join(DEFAULT_OUT, "best.safetensors")
+LATEST_CHECKPOINT = os.path.join(DEFAULT_OUT, "checkpoint.safetensors")
+
+
+def default_checkpoint() -> str:
+    """The best model on dev of the default run, else its latest checkpoint."""
+    return BEST_CHECKPOINT if os.path.exists(BEST_CHECKPOINT) or not os.path.exists(LATEST_CHECKPOINT) \
+        else LATEST_CHECKPOINT
+CHECKPOINT_HINT = " (train one with `python -m transformer train`)"
 
 
 class CLIError(Exception):
@@ -35,20 +44,40 @@ def positive_int(text):
     return value
 
 
+def non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def non_negative_float(text):
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def finite_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
 
 
 def positive_float(text):
-    value = non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0, got 0")
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
@@ -71,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=positive_int, default=None)
     t.add_argument("--minutes", type=positive_float, default=None, help="stop after this much time")
     t.add_argument("--max-steps", type=positive_int, default=None)
-    t.add_argument("--seed", type=int, default=None, help="default 0")
+    t.add_argument("--seed", type=non_negative_int, default=None, help="default 0")
     t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
     t.add_argument("--d-model", type=positive_int, default=None)
     t.add_argument("--heads", type=positive_int, default=None)
@@ -82,26 +111,51 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=positive_int, default=None)
     t.add_argument("--max-tokens", type=positive_int, default=None, help="target tokens per batch")
     t.add_argument("--label-smoothing", type=non_negative_float, default=None)
-    t.add_argument("--save-every", type=int, default=None, help="also checkpoint every N steps")
+    t.add_argument("--save-every", type=non_negative_int, default=None,
+                   help="also checkpoint every N steps (0: only at the end of each epoch)")
     t.add_argument("--no-progress", action="store_true")
 
     tr = sub.add_parser("translate", parents=[common], help="translate sentences (arguments, or lines on stdin)")
     tr.add_argument("sentences", nargs="*")
-    tr.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
+    tr.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
     tr.add_argument("--beam", type=int, default=1)
     tr.add_argument("--sample", action="store_true", help="sample instead of greedy/beam")
-    tr.add_argument("--temperature", type=float, default=1.0)
-    tr.add_argument("--seed", type=int, default=None)
+    tr.add_argument("--temperature", type=finite_float, default=1.0)
+    tr.add_argument("--seed", type=non_negative_int, default=None)
     tr.add_argument("--show-attention", metavar="PNG", help="also draw the attention maps")
 
     e = sub.add_parser("eval", parents=[common], help="BLEU, chrF and exact match on a test set")
     e.add_argument("--data", help="test file; default: the built-in test and novel splits")
-    e.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT)
+    e.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
     e.add_argument("--out", help="write hypotheses here (default: next to the checkpoint)")
 
     sub.add_parser("explain", help="the article, computed: run the walkthrough "
                                   "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
     return p
+
+
+def build_explain_parser() -> argparse.ArgumentParser:
+    """The walkthrough's own flags (examples/walkthrough.py), checked here so a typo is one line."""
+    p = OneLineParser(prog="python -m transformer explain",
+                      description="the article, computed: run examples/walkthrough.py")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    p.add_argument("--section", metavar="NAME", help="run one section (name or number 1-15)")
+    p.add_argument("--figures", metavar="DIR", help="write the figures into DIR")
+    p.add_argument("--checkpoint", metavar="PATH", help="translator checkpoint for the last section")
+    return p
+
+
+def check_input_file(path, what: str, hint: str = "") -> None:
+    """A path the command reads must be an existing file, not a directory."""
+    if os.path.isdir(path):
+        raise CLIError(f"{what} {path} is a directory; expected a file")
+    if not os.path.exists(path):
+        raise CLIError(f"{what} {path} does not exist{hint}")
+
+
+def check_output_dir(path, what: str) -> None:
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CLIError(f"{what} {path} is a file; expected a directory (it is created if missing)")
 
 
 def cmd_train(args) -> int:
@@ -115,22 +169,29 @@ def cmd_train(args) -> int:
         if getattr(args, a) is not None}
     if overrides.get("dropout", 0) >= 1:
         raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
+    if overrides.get("label_smoothing", 0) > 1:
+        raise CLIError(f"--label-smoothing must be in [0, 1], got {overrides['label_smoothing']}")
     if "d_model" in overrides or "heads" in overrides:
         d, h = overrides.get("d_model", TrainConfig.d_model), overrides.get("heads", TrainConfig.heads)
         if d % h:
             raise CLIError(f"--d-model {d} must be divisible by --heads {h}")
     for path in (args.data, args.dev, args.test):
-        if path and not os.path.isfile(path):
-            raise CLIError(f"data file {path} does not exist")
+        if path:
+            check_input_file(path, "data file")
+    check_output_dir(args.out, "--out")
     cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
                       extra={"explicit": sorted(overrides)}, **overrides)
     trainer = Trainer(cfg)
+    if args.resume:
+        print(f"resuming from step {trainer.step} (epoch {trainer.epoch + 1}, batch {trainer.batch_in_epoch}) "
+              f"of {trainer.checkpoint_path}")
     print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
           f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "
           f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
           f"{trainer.model.num_parameters():,} parameters")
     report = trainer.run()
-    print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; checkpoint {trainer.checkpoint_path}")
+    print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; best model on dev: {report['checkpoint']} "
+          f"(latest, for --resume: {trainer.checkpoint_path})")
     for split, label in (("test", "held-out test"), ("novel", "compositional (novel combinations)")):
         if split in report:
             r = report[split]
@@ -149,7 +210,8 @@ def cmd_translate(args) -> int:
         raise CLIError(f"--beam must be >= 1, got {args.beam}")
     if not args.temperature > 0:
         raise CLIError(f"--temperature must be > 0, got {args.temperature}")
-    translator = Translator.load(args.checkpoint)
+    check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
+    translator = Translator.load(args.checkpoint or default_checkpoint())
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not sentences:
         raise CLIError("translate: no sentence given (pass one as an argument or on stdin)")
@@ -176,10 +238,14 @@ def cmd_eval(args) -> int:
     from .data import builtin_corpus, load_pairs
     from .train import evaluate_translations, report_bad_lines
     from .translator import Translator
+    check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
+    if args.data:
+        check_input_file(args.data, "data file")
+    if args.out and os.path.isdir(args.out):
+        raise CLIError(f"--out {args.out} is a directory; expected a file name for the hypotheses")
+    args.checkpoint = args.checkpoint or default_checkpoint()
     translator = Translator.load(args.checkpoint)
     if args.data:
-        if not os.path.isfile(args.data):
-            raise CLIError(f"data file {args.data} does not exist")
         result = load_pairs(args.data)
         report_bad_lines(args.data, result)
         sets = {os.path.basename(args.data): result.pairs}
@@ -198,25 +264,47 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def cmd_explain(rest: list) -> int:
-    import runpy
+def cmd_explain(args) -> int:
+    """Run examples/walkthrough.py's main() with the flags after `explain`."""
+    import importlib.util
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = os.path.join(here, "examples", "walkthrough.py")
     if not os.path.isfile(script):
         raise CLIError(f"the walkthrough script {script} is missing")
-    sys.argv = [script] + rest
-    runpy.run_path(script, run_name="__main__")
-    return 0
+    if args.checkpoint is not None:
+        check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
+    if args.figures is not None:
+        check_output_dir(args.figures, "--figures")
+    spec = importlib.util.spec_from_file_location("walkthrough", script)
+    walkthrough = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(walkthrough)
+    return walkthrough.main(args.walkthrough_argv)
+
+
+def parse(argv: list) -> argparse.Namespace:
+    """Parse the command line; `explain` forwards its flags (after an optional `--`) to the
+    walkthrough, so they are checked by a parser of their own."""
+    before = argv[:argv.index("explain")] if "explain" in argv else None
+    if before is not None and all(a == "--debug" for a in before):
+        rest = argv[len(before) + 1:]
+        forwarded = rest[1:] if rest[:1] == ["--"] else rest
+        args = build_explain_parser().parse_args(forwarded)
+        args.debug = args.debug or bool(before)
+        args.command, args.threads = "explain", None
+        args.walkthrough_argv = [a for a in forwarded if a != "--debug"]
+        return args
+    return build_parser().parse_args(argv)
+
+
+def one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    words = [a for a in argv[:2] if a != "--debug"]
-    if words[:1] == ["explain"]:  # the walkthrough parses its own flags
-        return cmd_explain(argv[argv.index("explain") + 1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval}
+    args = parse(argv)
+    commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval, "explain": cmd_explain}
     try:
         from tinygrad_lite.threads import default_num_threads, set_num_threads
         set_num_threads(args.threads or default_num_threads(1))
@@ -228,8 +316,7 @@ def main(argv=None) -> int:
     except Exception as e:  # one line for the user; --debug for the traceback
         if args.debug:
             raise
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"error: {msg}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
 
 

@@ -51,7 +51,7 @@ class TrainConfig:
     min_freq: int = 1
     lowercase: bool = True
     save_every: int = 0              # also checkpoint every N steps (0: per epoch only)
-    dev_bleu_size: int = 400
+    dev_bleu_size: int = 800
     resume: bool = False
     progress: bool = True
     extra: dict = field(default_factory=dict)
@@ -178,6 +178,8 @@ class Trainer:
         self.cfg = cfg
         os.makedirs(cfg.out, exist_ok=True)
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
+        self.best_path = os.path.join(cfg.out, "best.safetensors")
+        self.best = [-1.0, -1.0]  # (dev exact match, dev BLEU) of best.safetensors
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
         tl.manual_seed(cfg.seed)
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
@@ -223,12 +225,13 @@ class Trainer:
         state = meta.get("train", {})
         self.step, self.epoch = int(state.get("step", 0)), int(state.get("epoch", 0))
         self.batch_in_epoch = int(state.get("batch_in_epoch", 0))
+        self.best = list(state.get("best", self.best))
         if "rng" in state:
             set_rng_state(state["rng"])
 
     def save(self):
         state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
-                 "rng": get_rng_state(), "train_config": {k: v for k, v in asdict(self.cfg).items()}}
+                 "best": self.best, "rng": get_rng_state(), "train_config": {k: v for k, v in asdict(self.cfg).items()}}
         self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
 
     def log(self, record: dict):
@@ -297,6 +300,9 @@ class Trainer:
                   "dev_loss": dev_loss, "dev_bleu": scores["bleu"], "dev_exact_match": scores["exact_match"],
                   "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": tokens_per_s}
         self.log(record)
+        if [scores["exact_match"], scores["bleu"]] >= self.best:  # keep the best model on dev
+            self.best = [scores["exact_match"], scores["bleu"]]
+            self.translator.save(self.best_path, {"step": self.step, "epoch": self.epoch})
         self.save()
         print(f"epoch {self.epoch:>2} step {self.step:>5}  train loss {record['train_loss'] or 0:.3f}  "
               f"dev loss {dev_loss:.3f}  dev BLEU {scores['bleu']:.1f}  "
@@ -308,10 +314,13 @@ class Trainer:
             print(f"(loss curve not drawn: {e})")
 
     def final_report(self, seconds: float) -> dict:
-        report = {"steps": self.step, "epochs": self.epoch, "seconds": seconds}
+        """Test and novel scores of the best model on dev (best.safetensors)."""
+        translator = Translator.load(self.best_path) if os.path.exists(self.best_path) else self.translator
+        report = {"steps": self.step, "epochs": self.epoch, "seconds": seconds,
+                  "checkpoint": self.best_path if translator is not self.translator else self.checkpoint_path}
         for split in ("test", "novel"):
             if self.data.splits.get(split):
-                s = evaluate_translations(self.translator, self.data.splits[split])
+                s = evaluate_translations(translator, self.data.splits[split])
                 report[split] = {k: v for k, v in s.items() if k != "hypotheses"}
-        report["example"] = self.translator.translate("这是一个苹果") if self.cfg.data is None else None
+        report["example"] = translator.translate("这是一个苹果") if self.cfg.data is None else None
         return report
