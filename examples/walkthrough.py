@@ -50,6 +50,7 @@ SENTENCE = "这是一个苹果"
 TRANSLATION = "This is an apple"
 D_MODEL, H, D_FF, N_LAYERS = 512, 8, 2048, 6          # the paper's base model (Table 3)
 DEFAULT_CHECKPOINT = Path("runs/translator/best.safetensors")
+LATEST_CHECKPOINT = Path("runs/translator/checkpoint.safetensors")
 
 # The article's printed numbers, kept as printed so the comparison uses their precision.
 ARTICLE_LOOKUP_SCORES = (5, -4, 3, 2, 2.5)
@@ -822,7 +823,7 @@ def section_pe(figures=None) -> dict:
 def find_checkpoint(checkpoint=None) -> Path | None:
     if checkpoint is not None:
         return Path(checkpoint)
-    for candidate in (DEFAULT_CHECKPOINT, ROOT / DEFAULT_CHECKPOINT):
+    for candidate in (DEFAULT_CHECKPOINT, ROOT / DEFAULT_CHECKPOINT, LATEST_CHECKPOINT, ROOT / LATEST_CHECKPOINT):
         if candidate.is_file():
             return candidate
     return None
@@ -843,7 +844,7 @@ def section_translate(figures=None, checkpoint=None) -> dict:
         translation = translator.translate(SENTENCE)
     for w in caught:
         show("warning", w.message)
-    ok = translation.strip().rstrip(".").lower() == TRANSLATION.lower()
+    ok = translation.strip().rstrip(" .").lower() == TRANSLATION.lower()
     check(f"greedy translation ({path})", translation, TRANSLATION, ok)
     files = []
     if figures is not None:
