@@ -233,6 +233,7 @@ def test_shift_error_detects_a_table_that_is_not_sinusoidal():
 
 def test_translate_without_a_checkpoint_says_how_to_train(monkeypatch, capsys):
     monkeypatch.setattr(wt, "DEFAULT_CHECKPOINT", Path("no-such-dir/checkpoint.safetensors"))
+    monkeypatch.setattr(wt, "LATEST_CHECKPOINT", Path("no-such-dir/latest.safetensors"))
     r = wt.section_translate()
     assert r["translation"] is None
     assert "python -m transformer train" in capsys.readouterr().out
