@@ -9,13 +9,26 @@ that graphs of any depth work (a recursive sort dies past ~1,000 nodes).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
 
 import numpy as np
 
-_state = threading.local()
+_ENV_ANOMALY = os.environ.get("TINYGRAD_LITE_DETECT_ANOMALY", "") not in ("", "0", "false")
+
+
+class _ThreadState(threading.local):
+    """Per-thread flags. The class attributes are the defaults every new thread starts from;
+    plain attribute reads keep the per-op cost of checking them low."""
+    grad_enabled = True
+    scope = ()
+    anomaly = _ENV_ANOMALY
+    retain_all_grads = False
+
+
+_state = _ThreadState()
 
 
 def _get(name, default):
@@ -24,7 +37,7 @@ def _get(name, default):
 
 # ---------------------------------------------------------------- grad mode
 def is_grad_enabled() -> bool:
-    return _get("grad_enabled", True)
+    return _state.grad_enabled
 
 
 class _GradMode(contextlib.ContextDecorator):
@@ -53,25 +66,38 @@ def enable_grad():
 def current_scope() -> tuple:
     """The stack of Modules whose forward is running; each new Tensor records it,
     so the graph renderer can group nodes by module path."""
-    return _get("scope", ())
+    return _state.scope
 
 
-@contextlib.contextmanager
+class _ModuleScope:
+    __slots__ = ("module", "prev")
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        self.prev = prev = _state.scope
+        _state.scope = prev + (self.module,)
+
+    def __exit__(self, *exc):
+        _state.scope = self.prev
+        return False
+
+
+_NO_SCOPE = contextlib.nullcontext()
+
+
 def module_scope(module):
-    prev = current_scope()
-    _state.scope = prev + (module,)
-    try:
-        yield
-    finally:
-        _state.scope = prev
+    """Context manager: `module` joins the scope stack while its forward runs. It wraps every
+    Module call, so it is kept small; under no_grad no graph is recorded and (unless anomaly
+    mode wants the path for its messages) the stack is left alone."""
+    state = _state
+    return _ModuleScope(module) if state.grad_enabled or state.anomaly else _NO_SCOPE
 
 
 # ---------------------------------------------------------------- anomaly mode
-_ENV_ANOMALY = os.environ.get("TINYGRAD_LITE_DETECT_ANOMALY", "") not in ("", "0", "false")
-
-
 def is_anomaly_enabled() -> bool:
-    return _get("anomaly", _ENV_ANOMALY)
+    return _state.anomaly
 
 
 class AnomalyError(FloatingPointError):
@@ -95,10 +121,16 @@ def detect_anomaly(enabled: bool = True):
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+@functools.cache
+def _is_engine_file(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+
+
 def creation_site() -> str:
-    """file:line of the first stack frame outside tinygrad_lite's engine files."""
+    """file:line of the first stack frame outside tinygrad_lite's engine files: the line of
+    user or model code that asked for the op."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)).startswith(_PKG_DIR):
+    while frame is not None and _is_engine_file(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
@@ -106,20 +138,39 @@ def creation_site() -> str:
 
 
 def scope_path(scope) -> str:
-    """Dotted module path of a recorded scope, e.g. 'encoder.layers.0.self_attn'.
-    The outermost module is the root; each inner one is named by its attribute name."""
+    """Dotted module path of a recorded scope's innermost module, e.g. 'encoder.layers.0.feed_forward':
+    where the outermost module (the root, '') registers it, even when another module ran it
+    (Add & Norm calls the feed-forward it wraps). A module the root does not hold is named by
+    the chain of attribute names it was called through."""
+    if not scope:
+        return ""
+    root, inner = scope[0], scope[-1]
+    if hasattr(root, "named_modules"):
+        for path, module in root.named_modules():
+            if module is inner:
+                return path
     return ".".join(getattr(m, "_name", None) or type(m).__name__ for m in scope[1:])
 
 
+def _describe_scope(scope) -> str:
+    if not scope:
+        return "outside any module"
+    return f"module '{scope_path(scope) or '<root>'}' ({type(scope[-1]).__name__})"
+
+
 def check_finite(tensor, what: str, array):
+    """Raise AnomalyError if `array` (the forward `what="output"` of `tensor`'s op, or a
+    gradient its backward produced, e.g. `what="gradient for input 0"`) holds NaN or Inf."""
     if array is None or not np.issubdtype(array.dtype, np.floating) or np.isfinite(array).all():
         return
     bad = "NaN" if np.isnan(array).any() else "Inf"
-    where = getattr(tensor, "_site", None) or "<unknown>"
-    path = scope_path(getattr(tensor, "_scope", ()) or ())
+    op = tensor._op or "leaf"
+    where = getattr(tensor, "_site", None) or \
+        "<unknown> (run the forward pass inside detect_anomaly() too to record it)"
+    event = f"the output of op '{op}'" if what == "output" else f"the backward of op '{op}' gave a {what} that"
     raise AnomalyError(
-        f"anomaly: {what} of op '{tensor._op or 'leaf'}' contains {bad} "
-        f"(shape {tuple(array.shape)}, module '{path or '<top level>'}', created at {where})"
+        f"anomaly: {event} contains {bad} (shape {tuple(array.shape)}, "
+        f"{_describe_scope(getattr(tensor, '_scope', ()) or ())}, created at {where})"
     )
 
 
@@ -181,15 +232,27 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
             if keep_all or node._retains_grad:
                 node.grad = g if node.grad is None else node.grad + g
             parent_grads = node._backward(g)
-            for parent, pg in zip(node._prev, parent_grads):
+            for i, (parent, pg) in enumerate(zip(node._prev, parent_grads)):
                 if pg is None or not parent.requires_grad:
                     continue
                 if anomaly:
-                    check_finite(node, f"gradient for input of '{node._op}'", pg)
+                    check_finite(node, f"gradient for input {i}", pg)
                 key = id(parent)
                 grads[key] = pg if key not in grads else grads[key] + pg
+            parent_grads = pg = None  # drop these references, so _exclusively_ours sees only others'
             if not retain_graph:
                 node._backward = None
         else:
             g = g.astype(node.data.dtype, copy=False)
-            node.grad = g.copy() if node.grad is None else node.grad + g
+            if node.grad is None:
+                node.grad = g if _exclusively_ours(g) else g.copy()
+            else:
+                node.grad = node.grad + g
+
+
+def _exclusively_ours(array: np.ndarray) -> bool:
+    """True when `array` owns its memory and nothing but the caller's one variable refers to it,
+    so a leaf can take it as its .grad without a defensive copy: no other tensor's gradient, no
+    closure and no user variable can see later in-place changes (e.g. clip_grad_norm_'s g *= c).
+    References counted: the caller's variable, this argument, getrefcount's own argument."""
+    return array.base is None and array.flags.writeable and sys.getrefcount(array) <= 3

@@ -71,6 +71,8 @@ def save(tensors: dict, path, metadata: dict | None = None) -> None:
     """Write `tensors` (name -> ndarray or Tensor) and JSON-able `metadata` to `path`, atomically."""
     op = "checkpoint.save"
     arrays = _arrays(op, tensors)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise TypeError(f"{op}: metadata must be a dict (a JSON object) or None, got {type(metadata).__name__}")
     try:
         header = {METADATA_KEY: json.dumps({} if metadata is None else metadata)}
     except (TypeError, ValueError) as e:
@@ -115,6 +117,8 @@ def _read_header(path: str, f, size: int) -> dict:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         fail(f"the header is not valid JSON ({e})")
+    except RecursionError:
+        fail("the header's JSON is nested too deeply")
     if not isinstance(header, dict):
         fail(f"the header is a JSON {type(header).__name__}, expected an object")
     data_size = size - 8 - n
@@ -151,8 +155,12 @@ def load(path) -> tuple[dict, dict]:
     if isinstance(meta_strings, dict) and METADATA_KEY in meta_strings:
         try:
             metadata = json.loads(meta_strings[METADATA_KEY])
-        except (TypeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"checkpoint.load: {path!r} has unreadable '{METADATA_KEY}' metadata ({e})") from None
+        except (TypeError, json.JSONDecodeError, RecursionError) as e:
+            raise CheckpointError(f"checkpoint.load: {path!r} has unreadable '{METADATA_KEY}' metadata "
+                                  f"({e or type(e).__name__})") from None
+        if not isinstance(metadata, dict):
+            raise CheckpointError(f"checkpoint.load: {path!r} has '{METADATA_KEY}' metadata that is a JSON "
+                                  f"{type(metadata).__name__}, expected an object")
     return dict(arrays), metadata
 
 

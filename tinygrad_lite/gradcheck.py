@@ -26,7 +26,7 @@ def gradcheck(fn, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e-5, rtol: 
             raise TypeError(f"gradcheck: inputs must be float64 for finite differences, got {t.dtype} "
                             f"(shape {t.shape}); use Tensor(x, dtype=np.float64)")
     for t in checked:
-        t.data = np.ascontiguousarray(t.data)
+        t.data = np.ascontiguousarray(t.data).reshape(t.shape)  # ascontiguousarray makes 0-d 1-d
     first = fn(*inputs)
     if not isinstance(first, Tensor):
         raise TypeError(f"gradcheck: fn must return a Tensor, got {type(first).__name__}")

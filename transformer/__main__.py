@@ -210,8 +210,9 @@ def cmd_translate(args) -> int:
         raise CLIError(f"--beam must be >= 1, got {args.beam}")
     if not args.temperature > 0:
         raise CLIError(f"--temperature must be > 0, got {args.temperature}")
+    args.checkpoint = args.checkpoint or default_checkpoint()
     check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
-    translator = Translator.load(args.checkpoint or default_checkpoint())
+    translator = Translator.load(args.checkpoint)
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not sentences:
         raise CLIError("translate: no sentence given (pass one as an argument or on stdin)")
@@ -238,12 +239,12 @@ def cmd_eval(args) -> int:
     from .data import builtin_corpus, load_pairs
     from .train import evaluate_translations, report_bad_lines
     from .translator import Translator
+    args.checkpoint = args.checkpoint or default_checkpoint()
     check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
     if args.data:
         check_input_file(args.data, "data file")
     if args.out and os.path.isdir(args.out):
         raise CLIError(f"--out {args.out} is a directory; expected a file name for the hypotheses")
-    args.checkpoint = args.checkpoint or default_checkpoint()
     translator = Translator.load(args.checkpoint)
     if args.data:
         result = load_pairs(args.data)
@@ -305,6 +306,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
     commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval, "explain": cmd_explain}
+    if not args.debug:  # NumPy's overflow warnings would bury the one-line error that explains them
+        warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                message="(overflow|invalid value|divide by zero|underflow) encountered")
     try:
         from tinygrad_lite.threads import default_num_threads, set_num_threads
         set_num_threads(args.threads or default_num_threads(1))

@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
-from tinygrad_lite import Tensor
+from tinygrad_lite import Tensor, is_grad_enabled
 from tinygrad_lite.nn import Dropout, Linear, Module
+from tinygrad_lite.nn import functional as F
 
 
 def _check_mask(mask, scores_shape: tuple):
@@ -23,14 +24,36 @@ def _check_mask(mask, scores_shape: tuple):
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != np.bool_:
         raise TypeError(f"attention: mask must be bool (True = may attend), got dtype {m.dtype}")
-    try:
-        grown = np.broadcast_shapes(m.shape, scores_shape)
-    except ValueError:
-        grown = None
-    if grown != tuple(scores_shape):
+    if m.ndim > len(scores_shape) or any(n not in (1, s) for n, s in zip(m.shape[::-1], scores_shape[::-1])):
         raise ValueError(f"attention: mask of shape {m.shape} cannot broadcast to the scores' shape "
                          f"(B, h, T_q, T_k) = {tuple(scores_shape)}")
     return m
+
+
+def _append_to_cache(cache: dict, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """The cached keys/values followed by the new ones, along T (dim 1).
+
+    Without autograd the arrays grow inside a buffer with spare room (doubling when full), so a
+    decoding step copies only its new token instead of the whole prefix; cache["k"] is then a
+    view of the buffer's filled part. If someone replaced cache["k"] (beam search reorders the
+    batch), the buffer is rebuilt from it. With autograd, Tensor.cat keeps the graph.
+    """
+    old_k, old_v = cache["k"], cache["v"]
+    if is_grad_enabled() and (k.requires_grad or v.requires_grad or old_k.requires_grad or old_v.requires_grad):
+        return Tensor.cat([old_k, k], dim=1), Tensor.cat([old_v, v], dim=1)
+    start, new = old_k.shape[1], k.shape[1]
+    grown = []
+    for name, old, fresh in (("k", old_k, k), ("v", old_v, v)):
+        buffer = cache.get(f"_{name}_buffer")
+        if (buffer is None or old.data.base is not buffer or buffer.shape[1] < start + new
+                or buffer.shape[0] != old.shape[0] or buffer.dtype != fresh.dtype):
+            capacity = max(2 * (start + new), 16)
+            buffer = np.empty((old.shape[0], capacity) + old.shape[2:], dtype=fresh.dtype)
+            buffer[:, :start] = old.data
+            cache[f"_{name}_buffer"] = buffer
+        buffer[:, start:start + new] = fresh.data
+        grown.append(Tensor(buffer[:, :start + new]))
+    return grown[0], grown[1]
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout=None,
@@ -58,7 +81,13 @@ class MultiHeadAttention(Module):
     The h heads split d_model by feature dimension: d_k = d_v = d_model / h. The same
     module serves encoder self-attention, masked decoder self-attention, and
     cross-attention (Q from the decoder; K, V from the encoder memory).
+
+    `fused` (class attribute, default True): run the h heads as one fused op. Set it to False
+    to run `scaled_dot_product_attention` on split heads instead, so that graph pictures show
+    Q·Kᵀ, the softmax and ·V as separate nodes (same numbers, slower).
     """
+
+    fused = True
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.1, dtype=None):
         super().__init__()
@@ -89,22 +118,35 @@ class MultiHeadAttention(Module):
         `cache` (incremental decoding): for self-attention (static_kv=False) the new
         keys/values are appended to the cached ones; for cross-attention
         (static_kv=True) the memory's projected K, V are computed once and reused.
+        Cached K, V are the projections, (B, T_k, d_model).
+
+        All h heads run as one fused op (`tinygrad_lite.nn.functional.fused_attention`) on the
+        projections as they come, (B, T, h·d_k), with no split-heads copies;
+        `scaled_dot_product_attention` above is the same computation written as separate ops.
         """
-        q = self.split_heads(self.w_q(query))                            # (B, h, T_q, d_k)
+        B, T_q = query.shape[0], query.shape[1]
+        sub = self._modules  # w_q, w_k, w_v, w_o, dropout, read without Module.__getattr__
+        q = sub["w_q"](query)                                            # (B, T_q, h·d_k)
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k = self.split_heads(self.w_k(key))                          # (B, h, T_k, d_k)
-            v = self.split_heads(self.w_v(value))                        # (B, h, T_k, d_k)
+            k, v = sub["w_k"](key), sub["w_v"](value)                    # (B, T_k, h·d_k)
             if cache is not None:
                 if not static_kv and "k" in cache:
-                    k = Tensor.cat([cache["k"], k], dim=2)
-                    v = Tensor.cat([cache["v"], v], dim=2)
+                    k, v = _append_to_cache(cache, k, v)
                 cache["k"], cache["v"] = k, v
-        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, return_weights=True)
+        m = _check_mask(mask, (B, self.h, T_q, k.shape[1]))
+        dropout = sub["dropout"]
+        if self.fused:
+            out, weights = F.fused_attention(q, k, v, m, dropout.p, dropout.training, need_weights=True,
+                                             heads=self.h)               # (B, T_q, h·d_k)
+        else:
+            heads, weights = scaled_dot_product_attention(self.split_heads(q), self.split_heads(k),
+                                                          self.split_heads(v), m, dropout, return_weights=True)
+            out, weights = self.merge_heads(heads), weights.data
         if self.keep_weights:
-            self.weights = weights.data
-        return self.w_o(self.merge_heads(out))
+            self.weights = weights
+        return sub["w_o"](out)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}"

@@ -27,6 +27,19 @@ class TranslatorError(ValueError):
     """A checkpoint or input the translator cannot use; the message says why."""
 
 
+def _check_config_fits(config: dict, arrays: dict) -> None:
+    """Refuse, before allocating anything, a config whose model needs more weights than the file
+    holds: a hostile or corrupt header must not make us build a terabyte-sized model. The bound
+    counts the embeddings and every layer's attention and feed-forward matrices (Figure 1):
+    (V_src + V_tgt)·d_model + N·(12·d_model² + 4·d_model·d_ff)."""
+    d, n, ff = (int(config[k]) for k in ("d_model", "N", "d_ff"))
+    needed = (int(config["src_vocab"]) + int(config["tgt_vocab"])) * d + n * (12 * d * d + 4 * d * ff)
+    held = sum(a.size for k, a in arrays.items() if k.startswith("model."))
+    if needed > held:
+        raise ValueError(f"its config asks for a model of at least {needed:,} weights but the file holds "
+                         f"only {held:,}")
+
+
 class Translator:
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool = True,
                  max_train_len: int | None = None, complete_punctuation: bool = False):
@@ -62,6 +75,7 @@ class Translator:
                                   f"expected {FORMAT!r})")
         try:
             config = dict(meta["config"])
+            _check_config_fits(config, arrays)
             model = Transformer(**config)
             weights = {k[len("model."):]: v for k, v in arrays.items() if k.startswith("model.")}
             model.load_state_dict(weights, strict=True)

@@ -214,8 +214,10 @@ ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self
 
 def run_attention(args) -> list:
     """Heatmaps of the translator's attention while it translates `sentence` greedily."""
+    if Path(args.checkpoint).is_dir():
+        raise IsADirectoryError(f"attention: checkpoint {args.checkpoint!r} is a directory; expected a file")
     if not Path(args.checkpoint).is_file():
-        raise FileNotFoundError(f"attention: checkpoint {args.checkpoint!r} does not exist or is not a file")
+        raise FileNotFoundError(f"attention: checkpoint {args.checkpoint!r} does not exist")
     try:
         from transformer.translator import load_translator
     except ImportError as exc:
@@ -259,7 +261,9 @@ def main(argv=None) -> int:
         for warning in caught:
             if issubclass(warning.category, UserWarning):
                 print(f"viz {args.command}: warning: {_one_line(warning.message)}", file=sys.stderr)
-    except (ValueError, TypeError, OSError, RuntimeError, KeyError, IndexError) as exc:
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # one line for the user; --debug for the traceback
         if args.debug:
             raise
         print(f"viz {args.command}: error: {_one_line(exc)}", file=sys.stderr)

@@ -10,6 +10,8 @@ against them. All functions take and return NumPy arrays (float32 or float64), n
     log_softmax_forward(x) -> y,  log_softmax_backward(y, dy) -> dx
     layernorm_forward(x, gamma, beta, eps=1e-5) -> (y, mean, rstd)
     layernorm_backward(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
+    attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
+    attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
 Importing this package neither imports numba nor compiles anything; that happens on first use.
@@ -17,13 +19,15 @@ The explicit twins live in the submodules, e.g. ``tinygrad_lite.kernels.softmax`
 ``softmax_forward_numpy`` and ``softmax_forward_numba``. Note that the name ``matmul`` here is
 the function; import the module's twins with ``from tinygrad_lite.kernels.matmul import ...``.
 """
+from .attention import attention_backward, attention_engine, attention_forward
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .layernorm import layernorm_backward, layernorm_forward
 from .matmul import matmul, matmul_backward, matmul_engine
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 
 __all__ = [
-    "BACKENDS", "ENV_VAR", "get_backend", "layernorm_backward", "layernorm_forward",
+    "BACKENDS", "ENV_VAR", "attention_backward", "attention_engine", "attention_forward", "get_backend",
+    "layernorm_backward", "layernorm_forward",
     "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward", "matmul_engine",
     "set_backend", "softmax_backward", "softmax_forward", "use_backend",
 ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import FLOAT_DTYPES, Tensor
+from .. import kernels as K
+from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -42,35 +43,36 @@ def _check_float(op: str, name: str, t: Tensor):
 def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch.
     Any leading dims of x are batch dims. One fused op; the products run on NumPy's BLAS."""
-    x = _tensor("linear", "input", x)
-    if weight.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {weight.shape}")
-    n_out, n_in = weight.shape
-    if x.ndim == 0 or x.shape[-1] != n_in:
-        raise ValueError(f"linear: input's last dim must be in_features={n_in}, got input shape {x.shape}")
-    if bias is not None and bias.shape != (n_out,):
-        raise ValueError(f"linear: bias must have shape ({n_out},), got {bias.shape}")
-    dtypes = {x.dtype, weight.dtype} | ({bias.dtype} if bias is not None else set())
-    if len(dtypes) != 1:
+    x = x if isinstance(x, Tensor) else _tensor("linear", "input", x)
+    xd, w = x.data, weight.data
+    if w.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {w.shape}")
+    n_out, n_in = w.shape
+    x_shape = xd.shape
+    if not x_shape or x_shape[-1] != n_in:
+        raise ValueError(f"linear: input's last dim must be in_features={n_in}, got input shape {x_shape}")
+    b = None if bias is None else bias.data
+    if b is not None and b.shape != (n_out,):
+        raise ValueError(f"linear: bias must have shape ({n_out},), got {b.shape}")
+    if xd.dtype != w.dtype or (b is not None and b.dtype != xd.dtype):
+        dtypes = {xd.dtype, w.dtype} | ({b.dtype} if b is not None else set())
         raise TypeError(f"linear: input, weight and bias must share a dtype, got {sorted(map(str, dtypes))}; "
                         "convert the input with .float() or .double() (or the module with .to())")
     _check_float("linear", "input", x)
-    x2 = x.data.reshape(-1, n_in)
-    w = weight.data
+    x2 = xd.reshape(-1, n_in)
     out = x2 @ w.T
-    if bias is not None:
-        out += bias.data
-    out_shape = x.shape[:-1] + (n_out,)
+    if b is not None:
+        out += b
 
     def backward(g):
         g2 = g.reshape(-1, n_out)
-        dx = (g2 @ w).reshape(x.shape) if x.requires_grad else None
+        dx = (g2 @ w).reshape(x_shape) if x.requires_grad else None
         dw = g2.T @ x2 if weight.requires_grad else None
         if bias is None:
             return dx, dw
         return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
-    return x._make(out.reshape(out_shape), "linear", parents, backward)
+    return x._make(out.reshape(x_shape[:-1] + (n_out,)), "linear", parents, backward)
 
 
 def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
@@ -87,12 +89,72 @@ def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     out = weight.data[idx]
 
     def backward(g):
+        # Rows of g summed per id: sort the ids, then one reduceat over each run of equal ids
+        # (3x faster than np.add.at, which handles repeated ids one element at a time).
+        flat = idx.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        ids = flat[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if ids.size else np.zeros(0, np.intp)
         dw = np.zeros_like(weight.data)
-        np.add.at(dw, idx.reshape(-1), g.reshape(-1, dim))
+        if ids.size:
+            dw[ids[starts]] = np.add.reduceat(g.reshape(-1, dim)[order], starts, axis=0)
         if padding_idx is not None:
             dw[padding_idx] = 0
         return (dw,)
     return weight._make(out, "embedding", (weight,), backward)
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float = 0.0, training: bool = True,
+                    scale: float | None = None, need_weights: bool = False, heads: int | None = None):
+    """All heads of scaled dot-product attention, softmax(q·kᵀ·scale + mask)·v (paper Eq. 1), as ONE op.
+
+    q (B, T_q, h, d_k), k (B, T_k, h, d_k), v (B, T_k, h, d_v) -> (B, T_q, h, d_v): tokens before
+    heads, as the projections produce them, so no transposed copies are made. With `heads=h`,
+    q, k, v are (B, T, h·d) instead (the projections' output as is) and so is the result,
+    (B, T_q, h·d_v), ready for W^O. k and v may have batch 1 (keys shared by every row).
+    scale defaults to 1/√d_k. mask: boolean (True = may attend) or additive, broadcastable to the
+    weights' shape (B, h, T_q, T_k). With training and dropout_p > 0 the weights are dropped out
+    (inverted dropout from the engine's rng: the same draws `weights.dropout(p)` would make).
+    need_weights=True also returns the weights (before dropout) as an ndarray, for inspection: no
+    gradient flows through them. Runs on `tinygrad_lite.kernels.attention`; the unfused composition
+    it must match is matmul -> softmax -> dropout -> matmul.
+    """
+    op = "fused_attention"
+    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
+        raise TypeError(f"{op}: q, k, v must be Tensors, got {type(q).__name__}, {type(k).__name__}, "
+                        f"{type(v).__name__}")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
+    if isinstance(mask, Tensor):
+        mask = mask.data
+    qd, kd, vd = q.data, k.data, v.data
+    if heads is not None:
+        qd, kd, vd = (_split_heads(op, name, a, heads) for name, a in (("q", qd), ("k", kd), ("v", vd)))
+    keep, keep_scale = None, 1.0
+    if training and dropout_p > 0 and qd.ndim == 4 and kd.ndim == 4:
+        keep = dropout_keep_mask((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p)
+        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
+    out, weights = K.attention_forward(qd, kd, vd, scale, mask, keep, keep_scale)
+    if heads is not None:
+        out = out.reshape(out.shape[:2] + (-1,))
+
+    def backward(g):
+        if heads is not None:
+            g = g.reshape(g.shape[:2] + (heads, -1))
+        grads = K.attention_backward(qd, kd, vd, weights, g, scale, keep, keep_scale)
+        return tuple(None if not t.requires_grad else grad if heads is None else grad.reshape(t.shape)
+                     for t, grad in zip((q, k, v), grads))
+    result = q._make(out, op, (q, k, v), backward)
+    return (result, weights) if need_weights else result
+
+
+def _split_heads(op: str, name: str, x: np.ndarray, heads: int) -> np.ndarray:
+    """(B, T, h·d) -> (B, T, h, d), a view."""
+    shape = x.shape
+    if len(shape) != 3 or not isinstance(heads, (int, np.integer)) or heads <= 0 or shape[2] % heads:
+        raise ValueError(f"{op}: with heads={heads!r}, {name} must be (B, T, heads·d) with its last dim divisible "
+                         f"by heads, got shape {shape}")
+    return x.reshape(shape[0], shape[1], heads, shape[2] // heads)
 
 
 def relu(x: Tensor) -> Tensor:
@@ -191,7 +253,8 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
 
     One fused op: a stable log-softmax forward and the backward written out directly,
         dL/dlogits = (softmax − smoothed one-hot) / (number of non-ignored targets)
-    — the article's "softmax minus one-hot" gradient.
+    — the article's "softmax minus one-hot" gradient. Both run on the log-softmax kernels
+    (`tinygrad_lite.kernels`), and only the log-probabilities are kept for the backward.
 
     If every target is ignored, reduction='mean' returns 0.0 with a zero gradient (PyTorch returns
     NaN here); a batch made only of padding should not poison training with NaN.
@@ -232,10 +295,7 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
     safe_t = np.where(valid, flat_t, 0)
     rows = np.arange(x2.shape[0])
 
-    shifted = x2 - x2.max(axis=1, keepdims=True)
-    exp = np.exp(shifted)
-    sum_exp = exp.sum(axis=1, keepdims=True)
-    logp = shifted - np.log(sum_exp)
+    logp = K.log_softmax_forward(x2)                                   # one kernel, no exp array kept
     eps = float(label_smoothing)
     per = -logp[rows, safe_t]
     if eps:
@@ -251,12 +311,14 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
         scale = 1.0 / count if count else 0.0
 
     def backward(g):
-        grad = exp / sum_exp
-        if eps:
-            grad -= eps / num_classes
-        grad[rows, safe_t] -= 1.0 - eps
+        # with w = the row's weight and q = the smoothed target distribution (sums to 1), the
+        # gradient w·(softmax − q) is log_softmax's backward of dy = −w·q: dy − softmax·Σdy.
         per_target = g.reshape(-1) if scale is None else g * scale
-        grad *= (valid * per_target).astype(x2.dtype)[:, None]
+        weight = (valid * per_target).astype(x2.dtype)
+        dy = np.empty_like(x2)
+        dy[...] = (weight * x2.dtype.type(-eps / num_classes))[:, None]
+        dy[rows, safe_t] -= weight * x2.dtype.type(1.0 - eps)
+        grad = K.log_softmax_backward(logp, dy)
         if logits.ndim <= 2:
             return (grad.reshape(logits.shape),)
         return (np.moveaxis(grad.reshape(x.shape), -1, 1),)

@@ -32,7 +32,8 @@ class Linear(Module):
         self.bias = init.uniform_(Parameter(np.empty(self.out_features, dtype)), -bound, bound) if bias else None
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        params = self._parameters  # direct reads: Module.__getattr__ is slow on this hot path
+        return F.linear(x, params["weight"], params.get("bias"))
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

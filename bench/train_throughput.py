@@ -1,0 +1,447 @@
+"""Training throughput of the encoder-decoder: tinygrad-lite vs PyTorch on the same CPU.
+
+    python bench/train_throughput.py                          # 1 thread, tiny + small + base-short
+    python bench/train_throughput.py --threads 2 --configs small --json out.jsonl
+    python bench/train_throughput.py --quick                  # seconds; what the smoke test runs
+
+Both engines build the same model (post-LN, embeddings x sqrt(d_model), sinusoidal PE, the
+paper's Figure 1) with identical weights: ours is copied into `transformer.interop.
+torch_reference`, which is `torch.nn.Transformer(batch_first=True)` plus embeddings and the
+generator. One training step on each side is: forward on a random padded token batch with the
+source padding mask and the target padding+causal mask, label-smoothed cross-entropy (eps 0.1)
+ignoring <pad>, backward, and an Adam step (beta 0.9, 0.98, eps 1e-9), dropout 0.1 active.
+
+Timing runs both sides in ONE process, alternating them repeat by repeat (so both see the same
+machine load), and reports the median time per step. "tok/s" counts target tokens (non-pad
+positions of the decoder's output) per second; "ours/torch" > 1 means we are faster.
+
+Peak memory is measured in a fresh subprocess per side, so neither library's arrays or import
+cost leak into the other's number: "peak RSS" is the process's resident high-water mark while
+training (Linux VmHWM, reset after the warm-up steps so Numba compilation is not counted) and
+"train delta" is that peak minus the RSS just before the first step (libraries imported and
+initialised by one step on a throw-away toy model, then the benchmarked model built): what
+training adds, i.e. activations, gradients, optimizer state and allocator slack.
+
+--threads N sets the same count everywhere: torch.set_num_threads and tinygrad_lite.set_num_threads
+(threadpoolctl BLAS limits + Numba's pool, sized by NUMBA_NUM_THREADS before numba is imported).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+PAD = 0
+FIRST_REAL_TOKEN = 4  # ids 0..3 are <pad> <unk> <bos> <eos> in the translator's vocabularies
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """A model size plus a batch shape; `steps` per timed sample and `repeats` samples per side."""
+    name: str
+    vocab: int
+    d_model: int
+    h: int
+    N: int
+    d_ff: int
+    batch: int
+    tokens: int
+    steps: int
+    repeats: int
+
+
+CONFIGS = {
+    "tiny": BenchConfig("tiny", 200, 64, 2, 1, 128, 32, 10, steps=10, repeats=9),
+    "small": BenchConfig("small", 1000, 128, 4, 2, 512, 64, 16, steps=5, repeats=9),
+    "base-short": BenchConfig("base-short", 8000, 512, 8, 6, 2048, 16, 16, steps=2, repeats=5),
+}
+QUICK = BenchConfig("quick", 50, 16, 2, 1, 32, 4, 6, steps=1, repeats=1)
+
+
+# --------------------------------------------------------------------------------- environment
+
+def set_threads(threads: int, most: int | None = None):
+    """Give every library the same thread count; returns the torch module (or None).
+
+    `most` (default: threads) sizes Numba's pool, fixed when numba is first imported."""
+    os.environ.setdefault("NUMBA_NUM_THREADS", str(most or threads))
+    import tinygrad_lite as tl
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    else:
+        torch.set_num_threads(threads)
+    import numba  # noqa: F401  (loaded now, so set_num_threads also reaches its pool)
+
+    from tinygrad_lite.kernels.backend import load_numba
+    load_numba()
+    tl.set_num_threads(threads)
+    return torch
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def environment(threads: int, torch) -> dict:
+    import numba
+    from threadpoolctl import threadpool_info
+
+    from tinygrad_lite.kernels import get_backend
+    blas = sorted({f"{p['internal_api']} {p.get('version')} ({p.get('architecture')})"
+                   for p in threadpool_info() if p["user_api"] == "blas"})
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
+        "cpu": f"{cpu_model()} ({os.cpu_count()} logical cores)",
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "threads": threads,
+        "kernel_backend": get_backend(),
+        "versions": (f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
+                     f"torch {torch.__version__ if torch else 'not installed'}"),
+        "blas": "; ".join(blas),
+    }
+
+
+# --------------------------------------------------------------------------------- data
+
+@dataclass
+class TokenBatch:
+    src: np.ndarray      # (B, S) int64, right-padded with PAD
+    tgt_in: np.ndarray   # (B, T) <bos> y1 .. y_{n-1}
+    tgt_out: np.ndarray  # (B, T) y1 .. y_n
+    target_tokens: int   # non-pad positions of tgt_out
+
+
+def random_batches(cfg: BenchConfig, count: int, seed: int = 0, tokens: int | None = None,
+                   ragged: bool = True) -> list:
+    """`count` batches of random ids, each row of random length in [tokens/2, tokens], padded
+    (every row full length if not ragged)."""
+    rng = np.random.default_rng(seed)
+    length = tokens or cfg.tokens
+    out = []
+    for _ in range(count):
+        def padded(width):
+            ids = rng.integers(FIRST_REAL_TOKEN, cfg.vocab, size=(cfg.batch, width))
+            lengths = rng.integers(max(1, width // 2) if ragged else width, width + 1, size=cfg.batch)
+            lengths[0] = width  # one full row, so the batch really is `width` wide
+            ids[np.arange(width)[None, :] >= lengths[:, None]] = PAD
+            return ids.astype(np.int64)
+        src, tgt = padded(length), padded(length + 1)
+        out.append(TokenBatch(src, tgt[:, :-1], tgt[:, 1:], int((tgt[:, 1:] != PAD).sum())))
+    return out
+
+
+# --------------------------------------------------------------------------------- the two sides
+
+def build_ours(cfg: BenchConfig, dropout: float = 0.1, seed: int = 0):
+    import tinygrad_lite as tl
+    from transformer.model import Transformer
+    tl.manual_seed(seed)
+    return Transformer(cfg.vocab, cfg.vocab, cfg.d_model, cfg.h, cfg.N, cfg.d_ff, dropout=dropout,
+                       final_norm=True, pad_id=PAD)
+
+
+def build_torch(ours_or_config, copy_weights: bool = True):
+    """torch_reference for the same config; with our model given, a copy of its weights."""
+    from transformer.interop import to_torch_state_dict, torch_reference
+    model = torch_reference(ours_or_config)
+    if copy_weights and hasattr(ours_or_config, "state_dict"):
+        model.load_state_dict(to_torch_state_dict(ours_or_config))
+    return model
+
+
+class OursTrainer:
+    """One training step of tinygrad-lite: forward, smoothed CE, backward, Adam."""
+
+    def __init__(self, model, lr: float = 1e-4, label_smoothing: float = 0.1):
+        from tinygrad_lite.nn.functional import cross_entropy
+        from tinygrad_lite.optim import Adam
+        self.model, self.cross_entropy, self.label_smoothing = model, cross_entropy, label_smoothing
+        self.optimizer = Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+
+    def loss(self, batch: TokenBatch):
+        logits = self.model(batch.src, batch.tgt_in)
+        return self.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),
+                                  ignore_index=PAD, label_smoothing=self.label_smoothing)
+
+    def step(self, batch: TokenBatch) -> float:
+        loss = self.loss(batch)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+
+class TorchTrainer:
+    """The same step in PyTorch (torch.optim.Adam with its CPU defaults)."""
+
+    def __init__(self, model, lr: float = 1e-4, label_smoothing: float = 0.1):
+        import torch
+        self.torch, self.model, self.label_smoothing = torch, model, label_smoothing
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+        self._tensors = {}
+
+    def tensors(self, batch: TokenBatch):
+        key = id(batch)
+        if key not in self._tensors:
+            self._tensors[key] = tuple(self.torch.from_numpy(a) for a in (batch.src, batch.tgt_in, batch.tgt_out))
+        return self._tensors[key]
+
+    def loss(self, batch: TokenBatch):
+        src, tgt_in, tgt_out = self.tensors(batch)
+        logits = self.model(src, tgt_in)
+        return self.torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD,
+            label_smoothing=self.label_smoothing)
+
+    def step(self, batch: TokenBatch) -> float:
+        loss = self.loss(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+
+def check_same_loss(ours, theirs, batch: TokenBatch) -> tuple[float, float]:
+    """Both losses on one batch with dropout off: identical weights must give the same number."""
+    ours.model.eval()
+    theirs.model.eval()
+    try:
+        import warnings
+        warnings.filterwarnings("ignore", message=".*nested tensors.*")
+        import tinygrad_lite as tl
+        with tl.no_grad():
+            a = ours.loss(batch).item()
+        with theirs.torch.no_grad():
+            b = theirs.loss(batch).item()
+    finally:
+        ours.model.train()
+        theirs.model.train()
+    return a, b
+
+
+# --------------------------------------------------------------------------------- timing
+
+def alternate(runners: dict, batches: list, steps: int, repeats: int, warmup: int = 2) -> dict:
+    """{side: [seconds per step, one per repeat]}; sides alternate, their order flipping each repeat."""
+    for fn in runners.values():
+        for i in range(warmup):
+            fn(batches[i % len(batches)])
+    samples = {side: [] for side in runners}
+    order = list(runners)
+    cursor = 0
+    for r in range(repeats):
+        for side in (order if r % 2 == 0 else order[::-1]):
+            fn = runners[side]
+            start = time.perf_counter()
+            for i in range(steps):
+                fn(batches[(cursor + i) % len(batches)])
+            samples[side].append((time.perf_counter() - start) / steps)
+        cursor += steps
+    return samples
+
+
+def median(values) -> float:
+    return float(np.median(values))
+
+
+def markdown(header, rows) -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+        return str(v)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------- memory
+
+def _status_kb(field: str) -> int | None:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's resident high-water mark (Linux >= 4.0); False if not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: bool = True) -> dict:
+    """Run in a fresh process: build one side, train `steps` steps, report resident memory (MB)."""
+    import resource
+    torch = set_threads(threads) if side == "torch" else None
+    if side == "ours":
+        os.environ["NUMBA_NUM_THREADS"] = str(threads)
+        import tinygrad_lite as tl
+        from tinygrad_lite.kernels.backend import load_numba
+        load_numba()
+        tl.set_num_threads(threads)
+
+    def trainer_for(c: BenchConfig):
+        if side == "ours":
+            return OursTrainer(build_ours(c))
+        from transformer.model import TransformerConfig
+        torch.manual_seed(0)
+        return TorchTrainer(build_torch(TransformerConfig(c.vocab, c.vocab, c.d_model, c.h, c.N, c.d_ff, 0.1,
+                                                          final_norm=True, pad_id=PAD)))
+    trainer_for(QUICK).step(random_batches(QUICK, 1)[0])  # libraries initialised, kernels loaded
+    batches = random_batches(cfg, 2, ragged=ragged)
+    trainer = trainer_for(cfg)
+    before_kb = _status_kb("VmRSS")
+    trainer.step(batches[0])  # warm-up: Numba loads/compiles its kernels, optimizer state appears
+    reset = _reset_peak()
+    for i in range(steps):
+        trainer.step(batches[i % 2])
+    peak_kb = _status_kb("VmHWM") if reset else None
+    if peak_kb is None:
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"side": side, "peak_rss_mb": peak_kb / 1024, "before_mb": before_kb / 1024 if before_kb else None,
+            "train_delta_mb": (peak_kb - before_kb) / 1024 if before_kb else None,
+            "method": "VmHWM after warm-up" if reset else "ru_maxrss (whole process)"}
+
+
+def measure_memory(cfg: BenchConfig, threads: int, steps: int = 3, ragged: bool = True) -> dict:
+    """{side: memory_child(...)} with each side in its own fresh interpreter."""
+    out = {}
+    for side in ("ours", "torch"):
+        done = subprocess.run([sys.executable, __file__, "--memory-child", side, "--threads", str(threads),
+                               "--config-json", json.dumps(asdict(cfg)), "--memory-steps", str(steps)]
+                              + ([] if ragged else ["--full-rows"]),
+                              capture_output=True, text=True, cwd=ROOT, check=False)
+        if done.returncode:
+            raise RuntimeError(f"memory child for {side} failed:\n{done.stderr[-2000:]}")
+        out[side] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+# --------------------------------------------------------------------------------- main
+
+def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True) -> dict:
+    ours_model = build_ours(cfg)
+    torch.manual_seed(0)
+    theirs_model = build_torch(ours_model)
+    ours, theirs = OursTrainer(ours_model), TorchTrainer(theirs_model)
+    batches = random_batches(cfg, 4)
+    loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
+    samples = alternate({"ours": ours.step, "torch": theirs.step}, batches, cfg.steps, cfg.repeats)
+    tokens_per_step = float(np.mean([b.target_tokens for b in batches]))
+    t_ours, t_torch = median(samples["ours"]), median(samples["torch"])
+    row = {
+        "config": cfg.name, "threads": threads,
+        "model": f"d_model {cfg.d_model}, h {cfg.h}, N {cfg.N}+{cfg.N}, d_ff {cfg.d_ff}, vocab {cfg.vocab}",
+        "batch": f"{cfg.batch} x {cfg.tokens}", "target_tokens_per_step": tokens_per_step,
+        "ms_per_step_ours": 1e3 * t_ours, "ms_per_step_torch": 1e3 * t_torch,
+        "tok_s_ours": tokens_per_step / t_ours, "tok_s_torch": tokens_per_step / t_torch,
+        "ratio_ours_over_torch": t_torch / t_ours,
+        "spread_ours_pct": 100 * (max(samples["ours"]) - min(samples["ours"])) / t_ours,
+        "spread_torch_pct": 100 * (max(samples["torch"]) - min(samples["torch"])) / t_torch,
+        "initial_loss_ours": loss_ours, "initial_loss_torch": loss_torch,
+        "steps_per_sample": cfg.steps, "repeats": cfg.repeats,
+    }
+    if with_memory:
+        mem = measure_memory(cfg, threads)
+        for side in ("ours", "torch"):
+            row[f"peak_rss_mb_{side}"] = mem[side]["peak_rss_mb"]
+            row[f"train_delta_mb_{side}"] = mem[side]["train_delta_mb"]
+        row["memory_method"] = mem["ours"]["method"]
+    return row
+
+
+def print_table(rows: list) -> None:
+    header = ["config", "threads", "batch", "ours tok/s", "torch tok/s", "ours/torch", "ours ms/step",
+              "torch ms/step", "peak RSS ours MB", "peak RSS torch MB", "train delta ours MB",
+              "train delta torch MB"]
+    body = [[r["config"], r["threads"], r["batch"], r["tok_s_ours"], r["tok_s_torch"], r["ratio_ours_over_torch"],
+             r["ms_per_step_ours"], r["ms_per_step_torch"], r.get("peak_rss_mb_ours", "-"),
+             r.get("peak_rss_mb_torch", "-"), r.get("train_delta_mb_ours", "-"),
+             r.get("train_delta_mb_torch", "-")] for r in rows]
+    print(markdown(header, body))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default="1", help="thread count, or a comma list (e.g. 1,2)")
+    parser.add_argument("--configs", default="tiny,small,base-short", help=f"comma list of {sorted(CONFIGS)}")
+    parser.add_argument("--repeats", type=int, help="override each config's number of timed samples")
+    parser.add_argument("--json", help="append one JSON line per (config, threads) to this file")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
+    parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy config (smoke test)")
+    parser.add_argument("--memory-child", choices=["ours", "torch"], help=argparse.SUPPRESS)
+    parser.add_argument("--config-json", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-steps", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--full-rows", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.memory_child:
+        cfg = BenchConfig(**json.loads(args.config_json))
+        print(json.dumps(memory_child(args.memory_child, cfg, int(args.threads), args.memory_steps,
+                                      ragged=not args.full_rows)))
+        return
+
+    thread_counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    if args.quick:
+        configs = [QUICK]
+    else:
+        names = [c.strip() for c in args.configs.split(",") if c.strip()]
+        unknown = sorted(set(names) - set(CONFIGS))
+        if unknown:
+            parser.error(f"--configs: unknown {unknown}; choose from {sorted(CONFIGS)}")
+        configs = [CONFIGS[n] for n in names]
+    if args.repeats:
+        configs = [BenchConfig(**{**asdict(c), "repeats": args.repeats}) for c in configs]
+    if not thread_counts or min(thread_counts) < 1:
+        parser.error("--threads must be >= 1")
+
+    rows = []
+    for threads in thread_counts:
+        torch = set_threads(threads, max(thread_counts))
+        if torch is None:
+            parser.error("this benchmark needs torch")
+        env = environment(threads, torch)
+        print("\n".join(f"- {k}: {v}" for k, v in env.items()), flush=True)
+        for cfg in configs:
+            row = {**bench_config(cfg, threads, torch, with_memory=not args.no_memory), **env}
+            rows.append(row)
+            print(f"  {cfg.name}: ours {row['tok_s_ours']:.0f} tok/s, torch {row['tok_s_torch']:.0f} tok/s, "
+                  f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "
+                  f"{row['initial_loss_torch']:.4f})", flush=True)
+            if args.json:
+                with open(args.json, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
+    print()
+    print_table(rows)
+    bad = [r["config"] for r in rows if not math.isclose(r["initial_loss_ours"], r["initial_loss_torch"],
+                                                         rel_tol=1e-3, abs_tol=1e-4)]
+    if bad:
+        print(f"WARNING: initial losses differ for {bad}: the two models do not compute the same thing")
+
+
+if __name__ == "__main__":
+    main()

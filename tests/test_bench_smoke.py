@@ -1,0 +1,53 @@
+"""The benchmark scripts still run: each with --quick on a toy model (seconds, no timing checks).
+
+They compare against PyTorch, so these need torch. Each run writes JSON lines that are checked
+for the fields the README tables are made from, and for the in-run sanity checks (both engines
+start from the same loss; greedy decoding gives the same tokens on both).
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(script, *args, timeout=240):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_train_throughput_quick(tmp_path):
+    out = run("train_throughput.py", "--json", str(tmp_path / "t.jsonl"))
+    (row,) = rows(tmp_path / "t.jsonl")
+    assert row["tok_s_ours"] > 0 and row["tok_s_torch"] > 0 and row["threads"] == 1
+    assert abs(row["initial_loss_ours"] - row["initial_loss_torch"]) < 1e-3 * row["initial_loss_torch"]
+    assert row["peak_rss_mb_ours"] > 0 and row["peak_rss_mb_torch"] > 0
+    assert "| quick | 1 |" in out and "WARNING" not in out
+
+
+def test_decode_quick(tmp_path):
+    out = run("decode.py", "--json", str(tmp_path / "d.jsonl"))
+    found = rows(tmp_path / "d.jsonl")
+    assert [r["batch"] for r in found] == [1, 4]
+    for r in found:
+        assert r["same_tokens"] == 1.0 and r["sent_s_ours_cache"] > 0 and r["sent_s_ours_no_cache"] > 0
+    assert "ours (cache) sent/s" in out
+
+
+def test_scaling_quick(tmp_path):
+    png = tmp_path / "scaling.png"
+    out = run("scaling.py", "--no-memory", "--out", str(png), "--json", str(tmp_path / "s.jsonl"))
+    assert [r["tokens"] for r in rows(tmp_path / "s.jsonl")] == [16, 32]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "fitted time exponent (ours)" in out

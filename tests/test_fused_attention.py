@@ -1,0 +1,370 @@
+"""The fused attention op and the other fused pieces of the training step.
+
+Attention: the Numba kernel against its NumPy twin and against the BLAS composition the numba
+backend dispatches to (forward and backward, float32/float64, every mask layout, dropout, keys
+shared across the batch, a cache buffer read in place), the Tensor-level op against the unfused
+composition matmul -> softmax -> dropout -> matmul and against PyTorch, float64 gradcheck through
+the op, MultiHeadAttention fused vs unfused. Also: the dropout mask generator, the one-pass Adam
+kernel against its NumPy twin, and the leaf-gradient hand-over of the backward pass.
+"""
+import numpy as np
+import pytest
+
+import tinygrad_lite as tl
+from tinygrad_lite import Tensor, gradcheck, kernels
+from tinygrad_lite.kernels import attention as att
+from tinygrad_lite.nn import functional as F
+from tinygrad_lite.optim import adam as adam_module
+from tinygrad_lite.tensor import dropout_keep_mask
+from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+
+TOL = {np.float32: {"rtol": 2e-5, "atol": 2e-6}, np.float64: {"rtol": 1e-11, "atol": 1e-12}}
+DTYPES = [np.float32, np.float64]
+
+
+def qkv(rng, B=3, T_q=4, T_k=6, h=2, d_k=5, d_v=7, dtype=np.float64, kv_batch=None):
+    kv_batch = B if kv_batch is None else kv_batch
+    return (rng.standard_normal((B, T_q, h, d_k)).astype(dtype),
+            rng.standard_normal((kv_batch, T_k, h, d_k)).astype(dtype),
+            rng.standard_normal((kv_batch, T_k, h, d_v)).astype(dtype))
+
+
+def composed_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
+    """The numba backend's BLAS path (matmul, Numba softmax, matmul), called directly."""
+    weights_shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
+    checked = att._checked_mask("test", mask, weights_shape, q.dtype)
+    return att._forward_composed(q, k, v, att._scale("test", scale, q.shape[3], q.dtype),
+                                 att._additive(checked, q.dtype), keep, keep_scale,
+                                 kernels.softmax_forward)
+
+
+def composed_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
+    return att._backward_composed(q, k, v, weights, dout, att._scale("test", scale, q.shape[3], q.dtype),
+                                  keep, keep_scale, kernels.softmax_backward)
+
+
+MASKS = {
+    "none": lambda rng, B, h, T_q, T_k: None,
+    "padding (B,1,1,T_k)": lambda rng, B, h, T_q, T_k: rng.random((B, 1, 1, T_k)) > 0.3,
+    "target (B,1,T_q,T_k)": lambda rng, B, h, T_q, T_k: (rng.random((B, 1, T_q, T_k)) > 0.3)
+    & np.tril(np.ones((T_q, T_k), bool), T_k - T_q),
+    "causal (1,1,T_q,T_k)": lambda rng, B, h, T_q, T_k: np.tril(np.ones((1, 1, T_q, T_k), bool)),
+    "per head (B,h,T_q,T_k)": lambda rng, B, h, T_q, T_k: rng.random((B, h, T_q, T_k)) > 0.5,
+    "keys only (T_k,)": lambda rng, B, h, T_q, T_k: rng.random(T_k) > 0.3,
+    "additive floats": lambda rng, B, h, T_q, T_k: rng.standard_normal((B, 1, T_q, T_k)),
+}
+
+
+# ---------------------------------------------------------------- kernel vs twin vs composition
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_name", list(MASKS))
+@pytest.mark.parametrize("dropout", [False, True])
+def test_numba_kernel_matches_numpy_twin_and_blas_composition(dtype, mask_name, dropout):
+    rng = np.random.default_rng(7)
+    q, k, v = qkv(rng, dtype=dtype)
+    B, T_q, h, _ = q.shape
+    T_k = k.shape[1]
+    mask = MASKS[mask_name](rng, B, h, T_q, T_k)
+    keep = rng.random((B, h, T_q, T_k)) > 0.25 if dropout else None
+    args = {"mask": mask, "keep": keep, "keep_scale": 1 / 0.75}
+    out_twin, w_twin = att.attention_forward_numpy(q, k, v, **args)
+    out_numba, w_numba = att.attention_forward_numba(q, k, v, **args)
+    out_blas, w_blas = composed_forward(q, k, v, **args)
+    for out, w in ((out_numba, w_numba), (out_blas, w_blas)):
+        np.testing.assert_allclose(w, w_twin, **TOL[dtype])
+        np.testing.assert_allclose(out, out_twin, **TOL[dtype])
+        assert out.dtype == w.dtype == dtype and out.flags.c_contiguous
+    dout = rng.standard_normal(out_twin.shape).astype(dtype)
+    grads_twin = att.attention_backward_numpy(q, k, v, w_twin, dout, keep=keep, keep_scale=1 / 0.75)
+    for grads in (att.attention_backward_numba(q, k, v, w_twin, dout, keep=keep, keep_scale=1 / 0.75),
+                  composed_backward(q, k, v, w_twin, dout, keep=keep, keep_scale=1 / 0.75)):
+        for got, expected in zip(grads, grads_twin):
+            np.testing.assert_allclose(got, expected, **TOL[dtype])
+
+
+def test_twin_is_the_paper_formula_written_with_einsum():
+    rng = np.random.default_rng(1)
+    q, k, v = qkv(rng)
+    mask = rng.random((3, 1, 4, 6)) > 0.3
+    scores = np.einsum("bihd,bjhd->bhij", q, k) / np.sqrt(q.shape[-1])
+    scores = np.where(mask, scores, -np.inf)
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    weights = np.nan_to_num(e / e.sum(-1, keepdims=True))
+    expected = np.einsum("bhij,bjhd->bihd", weights, v)
+    out, w = att.attention_forward_numpy(q, k, v, mask=mask)
+    np.testing.assert_allclose(w, weights, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("impl", [att.attention_forward_numpy, att.attention_forward_numba,
+                                  att.attention_forward])
+def test_fully_masked_query_gets_zero_weights_and_output_not_nan(impl):
+    rng = np.random.default_rng(2)
+    q, k, v = qkv(rng, dtype=np.float32)
+    mask = np.ones((3, 1, 4, 6), bool)
+    mask[1, 0, 2] = False
+    out, w = impl(q, k, v, mask=mask)
+    assert np.isfinite(out).all() and np.isfinite(w).all()
+    assert not w[1, :, 2].any() and not out[1, 2].any()
+    np.testing.assert_allclose(w.sum(-1)[mask.all(-1).repeat(2, 1)], 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("impl", [att.attention_forward_numpy, att.attention_forward_numba])
+def test_nan_in_a_query_makes_its_row_nan_and_nothing_else(impl):
+    rng = np.random.default_rng(3)
+    q, k, v = qkv(rng)
+    q[0, 1, 0, 2] = np.nan
+    out, w = impl(q, k, v)
+    assert np.isnan(w[0, 0, 1]).all() and np.isnan(out[0, 1, 0]).all()
+    w[0, 0, 1] = 0
+    out[0, 1, 0] = 0
+    assert np.isfinite(w).all() and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_keys_shared_by_the_batch_broadcast_forward_and_sum_backward(dtype):
+    rng = np.random.default_rng(4)
+    q, k, v = qkv(rng, dtype=dtype, kv_batch=1)
+    expanded = [np.repeat(x, 3, axis=0) for x in (k, v)]
+    out_ref, w_ref = att.attention_forward_numpy(q, *expanded)
+    dout = rng.standard_normal(out_ref.shape).astype(dtype)
+    dq_ref, dk_ref, dv_ref = att.attention_backward_numpy(q, *expanded, w_ref, dout)
+    for forward, backward in ((att.attention_forward_numpy, att.attention_backward_numpy),
+                              (att.attention_forward_numba, att.attention_backward_numba),
+                              (composed_forward, composed_backward)):
+        out, w = forward(q, k, v)
+        np.testing.assert_allclose(out, out_ref, **TOL[dtype])
+        dq, dk, dv = backward(q, k, v, w, dout)
+        assert dk.shape == k.shape and dv.shape == v.shape
+        np.testing.assert_allclose(dq, dq_ref, **TOL[dtype])
+        np.testing.assert_allclose(dk, dk_ref.sum(0, keepdims=True), **TOL[dtype])
+        np.testing.assert_allclose(dv, dv_ref.sum(0, keepdims=True), **TOL[dtype])
+
+
+def test_a_growing_cache_buffer_is_read_in_place():
+    rng = np.random.default_rng(5)
+    q, k, v = qkv(rng, B=2, T_q=1, T_k=5)
+    buffer_k, buffer_v = (np.zeros((2, 16) + x.shape[2:]) for x in (k, v))
+    buffer_k[:, :5], buffer_v[:, :5] = k, v
+    view_k, view_v = buffer_k[:, :5], buffer_v[:, :5]
+    assert not view_k.flags.c_contiguous
+    whole, n = att._leading_keys(view_k)
+    assert whole is not view_k and n == 5 and np.shares_memory(whole, buffer_k)
+    out, w = att.attention_forward_numba(q, view_k, view_v)
+    out_ref, w_ref = att.attention_forward_numpy(q, k, v)
+    np.testing.assert_allclose(out, out_ref, rtol=1e-12)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-12)
+    odd = np.asfortranarray(k)  # another layout: copied, still right
+    np.testing.assert_allclose(att.attention_forward_numba(q, odd, v)[0], out_ref, rtol=1e-12)
+
+
+def test_engine_rule_sends_decoding_steps_to_the_kernel_and_the_rest_to_blas():
+    assert att.attention_engine(1, 8, 1, 40) == "numba"
+    assert att.attention_engine(64, 4, 16, 16) == "blas"
+
+
+@pytest.mark.parametrize("call, exc, pattern", [
+    (lambda q, k, v: att.attention_forward(q[0], k, v), ValueError, r"q must be 4-D \(B, T, h, d\)"),
+    (lambda q, k, v: att.attention_forward(q, k[:, :, :1], v), ValueError, r"k \(3, 6, 1, 5\) does not fit q"),
+    (lambda q, k, v: att.attention_forward(q, k, v[:, :2]), ValueError, r"v \(3, 2, 2, 7\) does not fit k"),
+    (lambda q, k, v: att.attention_forward(q, k.astype(np.float32), v), TypeError, "share a dtype"),
+    (lambda q, k, v: att.attention_forward(q.astype(int), k, v), TypeError, "q must be a float32 or float64"),
+    (lambda q, k, v: att.attention_forward(q, k, v, mask=np.ones((3, 1, 4, 5), bool)), ValueError,
+     r"mask of shape \(3, 1, 4, 5\) does not broadcast to the weights' shape .* \(3, 2, 4, 6\)"),
+    (lambda q, k, v: att.attention_forward(q, k, v, mask=np.ones((3, 1, 4, 6), int)), TypeError,
+     "mask must be boolean"),
+    (lambda q, k, v: att.attention_forward(q, k, v, keep=np.ones((3, 2, 4, 6))), ValueError,
+     "keep must be a boolean dropout mask"),
+    (lambda q, k, v: att.attention_forward(q, k, v, scale=float("inf")), ValueError, "scale must be a finite number"),
+    (lambda q, k, v: att.attention_backward(q, k, v, np.zeros((3, 2, 4, 5)), np.zeros((3, 4, 2, 7))),
+     ValueError, r"weights \(3, 2, 4, 5\) and dout"),
+])
+def test_kernel_bad_input_names_the_op_and_what_it_expected(call, exc, pattern):
+    q, k, v = qkv(np.random.default_rng(0))
+    with pytest.raises(exc, match=pattern):
+        call(q, k, v)
+
+
+# ---------------------------------------------------------------- the Tensor-level op
+def tensors(rng, dtype=np.float64, **kw):
+    return [Tensor(x, requires_grad=True) for x in qkv(rng, dtype=dtype, **kw)]
+
+
+def unfused(q, k, v, mask=None, dropout=None):
+    """The same computation as separate ops, on (B, h, T, d) heads."""
+    heads = [t.transpose(1, 2) for t in (q, k, v)]
+    return scaled_dot_product_attention(*heads, mask, dropout).transpose(1, 2)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_op_matches_the_unfused_composition_in_value_and_gradient(backend):
+    rng = np.random.default_rng(11)
+    q, k, v = tensors(rng)
+    mask = rng.random((3, 1, 4, 6)) > 0.3
+    g = rng.standard_normal((3, 4, 2, 7))
+    results = []
+    with kernels.use_backend(backend):
+        for fn in (lambda: F.fused_attention(q, k, v, mask), lambda: unfused(q, k, v, mask)):
+            for t in (q, k, v):
+                t.grad = None
+            out = fn()
+            out.backward(g)
+            results.append([out.data] + [t.grad for t in (q, k, v)])
+    for fused, plain in zip(*results):
+        np.testing.assert_allclose(fused, plain, rtol=1e-11, atol=1e-13)
+
+
+def test_op_with_dropout_draws_what_the_unfused_dropout_would():
+    rng = np.random.default_rng(12)
+    q, k, v = tensors(rng)
+    tl.manual_seed(3)
+    fused = F.fused_attention(q, k, v, dropout_p=0.4, training=True)
+    tl.manual_seed(3)
+    plain = unfused(q, k, v, dropout=lambda w: w.dropout(0.4))
+    np.testing.assert_allclose(fused.data, plain.data, rtol=1e-12, atol=1e-14)
+    evaluated = F.fused_attention(q, k, v, dropout_p=0.4, training=False)
+    np.testing.assert_allclose(evaluated.data, unfused(q, k, v).data, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("case", ["mask", "dropout", "heads", "shared keys", "one query"])
+def test_gradcheck_through_the_op(backend, case):
+    rng = np.random.default_rng(13)
+    shapes = {"kv_batch": 1} if case == "shared keys" else {"T_q": 1} if case == "one query" else {}
+    q, k, v = tensors(rng, B=2, T_q=shapes.get("T_q", 3), T_k=4, h=2, d_k=3, d_v=3,
+                      kv_batch=shapes.get("kv_batch"))
+    mask = np.tril(np.ones((1, 1, q.shape[1], 4), bool), 1) if case == "mask" else None
+
+    def fn(a, b, c):
+        if case == "dropout":
+            tl.manual_seed(0)  # the same dropout draws on every call
+            return F.fused_attention(a, b, c, dropout_p=0.3)
+        if case == "heads":
+            merged = [t.reshape(t.shape[0], t.shape[1], -1) for t in (a, b, c)]
+            return F.fused_attention(*merged, heads=2)
+        return F.fused_attention(a, b, c, mask)
+    with kernels.use_backend(backend):
+        assert gradcheck(fn, q, k, v)
+
+
+def test_op_matches_pytorch_scaled_dot_product_attention():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(14)
+    q, k, v = tensors(rng, d_v=5)
+    mask = rng.random((3, 1, 4, 6)) > 0.2
+    mask[..., 0] = True  # torch gives NaN for a fully masked row; ours gives zeros
+    g = rng.standard_normal((3, 4, 2, 5))
+    out = F.fused_attention(q, k, v, mask)
+    out.backward(g)
+    tq, tk, tv = (torch.tensor(t.data.transpose(0, 2, 1, 3), requires_grad=True) for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(mask))
+    ref.backward(torch.from_numpy(g.transpose(0, 2, 1, 3).copy()))
+    np.testing.assert_allclose(out.data, ref.detach().numpy().transpose(0, 2, 1, 3), rtol=1e-10)
+    for ours, theirs in zip((q, k, v), (tq, tk, tv)):
+        np.testing.assert_allclose(ours.grad, theirs.grad.numpy().transpose(0, 2, 1, 3), rtol=1e-9, atol=1e-12)
+
+
+def test_op_returns_inspection_weights_and_checks_its_arguments():
+    rng = np.random.default_rng(15)
+    q, k, v = tensors(rng)
+    _, weights = F.fused_attention(q, k, v, need_weights=True)
+    assert isinstance(weights, np.ndarray) and weights.shape == (3, 2, 4, 6)
+    np.testing.assert_allclose(weights.sum(-1), 1)
+    with pytest.raises(TypeError, match="q, k, v must be Tensors"):
+        F.fused_attention(q.data, k, v)
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\]"):
+        F.fused_attention(q, k, v, dropout_p=1.5)
+    with pytest.raises(ValueError, match=r"with heads=3, q must be \(B, T, heads·d\)"):
+        F.fused_attention(*(t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v)), heads=3)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_multi_head_attention_fused_and_unfused_agree(mode):
+    tl.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, dropout=0.2, dtype=np.float64)
+    mha.train(mode == "train")
+    rng = np.random.default_rng(16)
+    x = Tensor(rng.standard_normal((2, 3, 8)), requires_grad=True)
+    memory = Tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
+    mask = rng.random((2, 1, 1, 5)) > 0.2
+    runs = []
+    try:
+        for fused in (True, False):
+            MultiHeadAttention.fused = fused
+            for t in [x, memory, *mha.parameters()]:
+                t.grad = None
+            tl.manual_seed(1)
+            out = mha(x, memory, memory, mask) + mha(x, x, x)
+            (out * out).sum().backward()
+            runs.append([out.data] + [t.grad for t in [x, memory, *mha.parameters()]])
+    finally:
+        MultiHeadAttention.fused = True
+    for fused, plain in zip(*runs):
+        np.testing.assert_allclose(fused, plain, rtol=1e-11, atol=1e-13)
+
+
+# ---------------------------------------------------------------- dropout masks
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.3, 0.01, 1e-6, 0.999999])
+def test_dropout_mask_keeps_one_minus_p(p):
+    tl.manual_seed(0)
+    n = 400_000
+    kept = dropout_keep_mask((n,), p).mean()
+    sigma = np.sqrt(p * (1 - p) / n)
+    assert abs((1 - kept) - p) < 6 * sigma + 1e-4 * min(p, 1 - p)
+
+
+def test_dropout_mask_is_repeatable_and_fresh():
+    tl.manual_seed(4)
+    a = dropout_keep_mask((3, 50), 0.5)
+    b = dropout_keep_mask((3, 50), 0.5)
+    tl.manual_seed(4)
+    assert np.array_equal(dropout_keep_mask((3, 50), 0.5), a) and not np.array_equal(a, b)
+    assert a.dtype == np.bool_ and a.shape == (3, 50)
+    assert dropout_keep_mask((0, 4), 0.5).shape == (0, 4)
+
+
+# ---------------------------------------------------------------- fused Adam
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("weight_decay, decoupled", [(0.0, False), (0.1, False), (0.1, True)])
+def test_one_pass_adam_kernel_equals_its_numpy_twin_bit_for_bit(dtype, weight_decay, decoupled):
+    rng = np.random.default_rng(17)
+    arrays = [rng.standard_normal((33, 7)).astype(dtype) for _ in range(3)]
+    arrays.append(np.abs(rng.standard_normal((33, 7))).astype(dtype))
+    twin, kernel = [a.copy() for a in arrays], [a.copy() for a in arrays]
+    for step in (1, 2, 3):
+        adam_module.adam_update_numpy(*twin, 1e-3, 0.9, 0.98, 1e-9, weight_decay, decoupled, step)
+        adam_module.adam_update_numba(*kernel, 1e-3, 0.9, 0.98, 1e-9, weight_decay, decoupled, step)
+    for a, b in zip(twin, kernel):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(twin[0], arrays[0])
+
+
+def test_adam_kernel_hands_odd_layouts_to_the_twin():
+    rng = np.random.default_rng(18)
+    param = np.asfortranarray(rng.standard_normal((5, 4)))
+    grad = rng.standard_normal((5, 4))
+    expected = param.copy()
+    state = [np.zeros((5, 4)), np.zeros((5, 4))]
+    adam_module.adam_update_numpy(expected, grad, *[s.copy() for s in state], 0.1, 0.9, 0.98, 1e-9, 0, False, 1)
+    adam_module.adam_update_numba(param, grad, *state, 0.1, 0.9, 0.98, 1e-9, 0, False, 1)
+    np.testing.assert_array_equal(param, expected)
+
+
+# ---------------------------------------------------------------- leaf gradients
+def test_leaves_take_fresh_gradients_but_never_share_one():
+    a = Tensor(np.ones(3), requires_grad=True)
+    b = Tensor(np.ones(3), requires_grad=True)
+    (a + b).backward(np.ones(3))  # add hands the same array to both inputs
+    assert not np.shares_memory(a.grad, b.grad)
+    a.grad *= 2
+    np.testing.assert_array_equal(b.grad, np.ones(3))
+    user = np.full(3, 2.0)
+    c = Tensor(np.ones(3), requires_grad=True)
+    (c * 1.0).backward(user)
+    c.grad += 1
+    np.testing.assert_array_equal(user, np.full(3, 2.0))
+    constant = np.full(3, 5.0)
+    d = Tensor(np.ones(3), requires_grad=True)
+    d._make(d.data, "keeps_a_constant", (d,), lambda g: (constant,)).backward(np.ones(3))
+    d.grad *= 0
+    np.testing.assert_array_equal(constant, np.full(3, 5.0))

@@ -1,0 +1,445 @@
+"""Fused multi-head attention: softmax(Q·Kᵀ·scale + mask)·V for every head in one kernel.
+
+The paper's Eq. 1, Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V, run as three separate ops
+(matmul, softmax, matmul) writes the scores and the weights out in full, then reads them back,
+and needs the heads split off into a (B, h, T, d_k) copy first. Here one kernel computes, for
+each (batch row, head, query): the scores against every key, the masked softmax, and the
+weighted sum of the values, and it reads Q, K, V in the layout the projections produce them:
+
+    q (B, T_q, h, d_k), k (B, T_k, h, d_k), v (B, T_k, h, d_v)  ->  out (B, T_q, h, d_v)
+
+so that `x @ W^Q` only needs a free reshape before it and `out.reshape(B, T_q, h * d_v) @ W^O`
+after it. The attention weights (B, h, T_q, T_k) are returned too: the backward pass needs
+them, and MultiHeadAttention shows them when asked.
+
+    attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
+    attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
+
+* k and v may have batch size 1 while q has B: one set of keys shared by every row (e.g. the
+  encoder memory of one sentence searched with several beams).
+* scale: the factor on Q·Kᵀ, by default 1/√d_k.
+* mask: boolean (True = may attend) or additive floats (0 keeps, -inf removes), broadcastable to
+  the weights' shape (B, h, T_q, T_k), e.g. (B, 1, 1, T_k) padding or (B, 1, T_q, T_k) causal.
+  A query whose keys are all masked gets zero weights and a zero output, never NaN.
+* keep, keep_scale: dropout on the weights (the paper's P_drop inside attention): the values
+  are mixed with weights · keep · keep_scale, where keep is a boolean (B, h, T_q, T_k) array.
+  `weights` is returned before dropout.
+
+The backward, for P = weights and P̃ = P · keep · keep_scale:
+    dV = P̃ᵀ dO,   dP = (dO Vᵀ) · keep · keep_scale,   dS = scale · P · (dP − rowsum(dP · P)),
+    dQ = dS K,    dK = dSᵀ Q.
+Each function has a Numba kernel (``*_numba``) and a NumPy twin (``*_numpy``, the readable
+definition: batched matmuls and the softmax twin); the un-suffixed names dispatch on the
+backend. With the numba backend, :func:`attention_engine` picks the fused kernel only where it
+wins (one query per head: a decoding step); elsewhere the same op runs as OpenBLAS batched
+products around the Numba softmax kernels, which measured 2-3x faster (bench/README.md).
+float32 and float64; outputs are C-contiguous in the input dtype.
+"""
+import functools
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from . import softmax as _softmax
+from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks shared by both implementations
+# ---------------------------------------------------------------------------------------------
+
+def _float_4d(op, name, x):
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {x.dtype}")
+    if x.ndim != 4:
+        raise ValueError(f"{op}: {name} must be 4-D (B, T, h, d) (tokens before heads, as the "
+                         f"projections produce them), got shape {x.shape}")
+    return x
+
+
+def _check_qkv(op, q, k, v):
+    """q, k, v as arrays, checked against each other; returns them and the weights' shape."""
+    q, k, v = _float_4d(op, "q", q), _float_4d(op, "k", k), _float_4d(op, "v", v)
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"{op}: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    B, T_q, h, d_k = q.shape
+    if k.shape[0] not in (B, 1) or k.shape[2:] != (h, d_k):
+        raise ValueError(f"{op}: k {k.shape} does not fit q {q.shape}: expected (B, T_k, h, d_k) = "
+                         f"({B}, T_k, {h}, {d_k}) (or batch 1, shared by every query row)")
+    if v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"{op}: v {v.shape} does not fit k {k.shape}: expected (B, T_k, h, d_v) = "
+                         f"{k.shape[:3] + ('d_v',)}")
+    return q, k, v, (B, h, T_q, k.shape[1])
+
+
+def _scale(op, scale, d_k, dtype):
+    value = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
+    return dtype.type(value)
+
+
+def _checked_mask(op, mask, weights_shape, dtype):
+    """The mask in its own (unbroadcast) shape: boolean as given, floats in the weights' dtype;
+    None for no mask. Raises unless it broadcasts to the weights' shape without growing it."""
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype.kind == "f":
+        mask = mask.astype(dtype, copy=False)
+    elif mask.dtype != np.bool_:
+        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
+                        f"scores, -inf = masked), got dtype {mask.dtype}")
+    shape = mask.shape
+    if len(shape) > 4 or any(m not in (1, w) for m, w in zip(shape[::-1], weights_shape[::-1])):
+        raise ValueError(f"{op}: mask of shape {shape} does not broadcast to the weights' shape "
+                         f"(B, h, T_q, T_k) = {tuple(weights_shape)}")
+    return mask
+
+
+def _additive(mask, dtype):
+    """A checked mask as additive logits: True -> 0, False -> -inf; floats as they are."""
+    if mask is None or mask.dtype != np.bool_:
+        return mask
+    return np.where(mask, dtype.type(0), dtype.type(-np.inf))
+
+
+def _check_keep(op, keep, weights_shape):
+    if keep is None:
+        return None
+    keep = np.asarray(keep)
+    if keep.dtype != np.bool_ or keep.shape != tuple(weights_shape):
+        raise ValueError(f"{op}: keep must be a boolean dropout mask of the weights' shape "
+                         f"{tuple(weights_shape)}, got {keep.dtype} {keep.shape}")
+    return keep
+
+
+def _check_backward(op, q, k, v, weights, dout):
+    q, k, v, weights_shape = _check_qkv(op, q, k, v)
+    weights, dout = np.asarray(weights), np.asarray(dout)
+    expected_out = q.shape[:3] + v.shape[3:]
+    if weights.shape != weights_shape or dout.shape != expected_out:
+        raise ValueError(f"{op}: weights {weights.shape} and dout {dout.shape} must have shapes "
+                         f"{weights_shape} and {expected_out} (as attention_forward returned)")
+    if weights.dtype != q.dtype or dout.dtype != q.dtype:
+        raise TypeError(f"{op}: weights ({weights.dtype}) and dout ({dout.dtype}) must be {q.dtype}")
+    return q, k, v, weights, dout, weights_shape
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy twins: the composition of matmul, softmax, matmul
+# ---------------------------------------------------------------------------------------------
+
+def _heads_first(x):
+    return x.transpose(0, 2, 1, 3)  # (B, T, h, d) <-> (B, h, T, d), a view
+
+
+def _matmul_tokens_first(a, b, batch=None):
+    """a @ b for (B, h, ., .) operands, returned in (B, T, h, d) layout: the product is written
+    straight through a transposed view of the result, so no copy is needed afterwards."""
+    B, h, T, d = (batch or a.shape[0]), a.shape[1], a.shape[2], b.shape[3]
+    out = np.empty((B, T, h, d), np.result_type(a, b))
+    np.matmul(a, b, out=_heads_first(out))
+    return out
+
+
+def _forward_composed(q, k, v, scale, additive, keep, keep_scale, softmax_forward):
+    scores = _heads_first(q) @ _heads_first(k).swapaxes(-1, -2)              # (B, h, T_q, T_k)
+    weights = softmax_forward(scores, scale, additive)
+    mixed = weights if keep is None else weights * keep * q.dtype.type(keep_scale)
+    return _matmul_tokens_first(mixed, _heads_first(v), q.shape[0]), weights
+
+
+def _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale, softmax_backward):
+    dropout = None if keep is None else keep * q.dtype.type(keep_scale)
+    mixed = weights if dropout is None else weights * dropout
+    dout_h = _heads_first(dout)
+    dweights = dout_h @ _heads_first(v).swapaxes(-1, -2)                     # (B, h, T_q, T_k)
+    if dropout is not None:
+        dweights *= dropout
+    dscores = softmax_backward(weights, dweights, scale)                     # includes the scale
+    dq = _matmul_tokens_first(dscores, _heads_first(k))
+    if k.shape[0] != q.shape[0]:  # keys shared by every row: sum their gradients over the batch
+        dk = (dscores.swapaxes(-1, -2) @ _heads_first(q)).sum(axis=0, keepdims=True)
+        dv = (mixed.swapaxes(-1, -2) @ dout_h).sum(axis=0, keepdims=True)
+        return dq, np.ascontiguousarray(_heads_first(dk)), np.ascontiguousarray(_heads_first(dv))
+    return (dq, _matmul_tokens_first(dscores.swapaxes(-1, -2), _heads_first(q)),
+            _matmul_tokens_first(mixed.swapaxes(-1, -2), dout_h))
+
+
+def attention_forward_numpy(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
+    """(out, weights) of multi-head attention (NumPy twin): matmul, softmax twin, matmul."""
+    op = "attention_forward"
+    q, k, v, weights_shape = _check_qkv(op, q, k, v)
+    scale = _scale(op, scale, q.shape[3], q.dtype)
+    additive = _additive(_checked_mask(op, mask, weights_shape, q.dtype), q.dtype)
+    keep = _check_keep(op, keep, weights_shape)
+    return _forward_composed(q, k, v, scale, additive, keep, keep_scale, _softmax.softmax_forward_numpy)
+
+
+def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
+    """(dq, dk, dv) of attention_forward (NumPy twin)."""
+    op = "attention_backward"
+    q, k, v, weights, dout, weights_shape = _check_backward(op, q, k, v, weights, dout)
+    scale = _scale(op, scale, q.shape[3], q.dtype)
+    keep = _check_keep(op, keep, weights_shape)
+    return _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale,
+                              _softmax.softmax_backward_numpy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba kernels
+# ---------------------------------------------------------------------------------------------
+
+@lazy_kernels
+def _numba_kernels(numba):
+    """Compile-on-first-use Numba kernels; returns a namespace of them.
+
+    One task per (batch row, head). Every O(T_q·T_k·d) loop runs along a feature row, which is
+    contiguous in the (B, T, h, d) layout: scores are dot products q_i·k_j, outputs and
+    gradients are sums of rows of V, K and Q (axpy); LLVM vectorises both. Softmax uses the SIMD
+    exp of the softmax kernels.
+    """
+    _softmax._numba_kernels()  # registers _simd_exp, used below
+    njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
+    prange = numba.prange
+    simd_exp = _softmax._simd_exp
+
+    @njit(parallel=True)
+    def forward(q, k, v, n_keys, scale, mask, mask_is_bool, keep, keep_scale, out, weights):
+        """out, weights for q (B,T_q,h,d), keys/values k[:, :n_keys], v[:, :n_keys]. `mask` is
+        (B or 1, h or 1, T_q or 1, n_keys), boolean (False adds -inf) or additive; empty: none."""
+        B, T_q, h, d_k = q.shape
+        d_v = v.shape[3]
+        masked = mask.size > 0
+        mask_b, mask_h, mask_i = mask.shape[0] > 1, mask.shape[1] > 1, mask.shape[2] > 1
+        minus_inf = q.dtype.type(-np.inf)
+        dropping = keep.size > 0
+        shared = k.shape[0] == 1
+        zero = q.dtype.type(0)
+        for task in prange(B * h):
+            b, head = task // h, task % h
+            b_kv = 0 if shared else b
+            for i in range(T_q):
+                row = weights[b, head, i]
+                q_i = q[b, i, head]
+                for j in range(n_keys):
+                    k_j = k[b_kv, j, head]
+                    total = zero
+                    for e in range(d_k):
+                        total += q_i[e] * k_j[e]
+                    row[j] = total * scale
+                if masked:
+                    mask_row = mask[b if mask_b else 0, head if mask_h else 0, i if mask_i else 0]
+                    for j in range(n_keys):
+                        if mask_is_bool:
+                            if not mask_row[j]:
+                                row[j] += minus_inf
+                        else:
+                            row[j] += mask_row[j]
+                top = row[0]
+                for j in range(1, n_keys):
+                    top = max(top, row[j])
+                if top == -np.inf:
+                    top = zero
+                total = zero
+                for j in range(n_keys):
+                    row[j] = simd_exp(row[j] - top)
+                    total += row[j]
+                if total != 0:
+                    inv = q.dtype.type(1) / total
+                    for j in range(n_keys):
+                        row[j] *= inv
+                o = out[b, i, head]
+                o[:] = 0
+                for j in range(n_keys):
+                    p = row[j]
+                    if dropping:
+                        p = p * keep_scale if keep[b, head, i, j] else zero
+                    if p != 0:
+                        v_j = v[b_kv, j, head]
+                        for e in range(d_v):
+                            o[e] += p * v_j[e]
+
+    @njit(parallel=True)
+    def backward(q, k, v, n_keys, weights, dout, scale, keep, keep_scale, dq, dk, dv):
+        """Fill dq, dk, dv (zeroed by the caller) for the forward above."""
+        B, T_q, h, d_k = q.shape
+        d_v = v.shape[3]
+        dropping = keep.size > 0
+        zero = q.dtype.type(0)
+        for task in prange(B * h):
+            b, head = task // h, task % h
+            dweights = np.empty(n_keys, dtype=q.dtype)
+            for i in range(T_q):
+                row = weights[b, head, i]
+                do_i = dout[b, i, head]
+                for j in range(n_keys):
+                    v_j = v[b, j, head]
+                    total = zero
+                    for e in range(d_v):
+                        total += do_i[e] * v_j[e]
+                    dweights[j] = total
+                for j in range(n_keys):
+                    p = row[j]
+                    if dropping:
+                        if keep[b, head, i, j]:
+                            p *= keep_scale
+                            dweights[j] *= keep_scale
+                        else:
+                            p = zero
+                            dweights[j] = zero
+                    if p != 0:
+                        dv_j = dv[b, j, head]
+                        for e in range(d_v):
+                            dv_j[e] += p * do_i[e]
+                dot = zero
+                for j in range(n_keys):
+                    dot += dweights[j] * row[j]
+                q_i, dq_i = q[b, i, head], dq[b, i, head]
+                for j in range(n_keys):
+                    ds = scale * row[j] * (dweights[j] - dot)
+                    if ds != 0:
+                        k_j, dk_j = k[b, j, head], dk[b, j, head]
+                        for e in range(d_k):
+                            dq_i[e] += ds * k_j[e]
+                            dk_j[e] += ds * q_i[e]
+
+    return SimpleNamespace(forward=forward, backward=backward)
+
+
+def _leading_keys(x):
+    """(C-contiguous array a, n) with x == a[:, :n]: a key/value cache that grows along T is read
+    in place from its buffer; any other non-contiguous layout is copied once."""
+    if x.flags.c_contiguous:
+        return x, x.shape[1]
+    base = x.base
+    if isinstance(base, np.ndarray) and base.flags.c_contiguous and base.dtype == x.dtype:
+        B, T, h, d = x.shape
+        capacity = base.size // max(B * h * d, 1)
+        if base.size == B * capacity * h * d and capacity >= T:
+            whole = base.reshape(B, capacity, h, d)
+            if (whole.strides == x.strides
+                    and whole.__array_interface__["data"][0] == x.__array_interface__["data"][0]):
+                return whole, T
+    return np.ascontiguousarray(x), x.shape[1]
+
+
+_NO_MASK = {np.dtype(t): np.zeros((0, 0, 0, 0), t) for t in (np.float32, np.float64)}
+_NO_KEEP = np.zeros((0, 0, 0, 0), np.bool_)
+
+
+def _mask_4d(mask, weights_shape):
+    """The mask as a C-contiguous 4-D array whose first three dims are 1 or full size and whose
+    last is T_k, for the kernel to index without broadcasting it to the weights' shape."""
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+    if mask.shape[3] != weights_shape[3]:
+        mask = np.broadcast_to(mask, mask.shape[:3] + (weights_shape[3],))
+    return np.ascontiguousarray(mask)
+
+
+def _keep_args(keep, keep_scale, dtype):
+    if keep is None:
+        return _NO_KEEP, dtype.type(1)
+    return np.ascontiguousarray(keep), dtype.type(keep_scale)
+
+
+def _forward_kernel(q, k, v, scale, mask, keep, keep_scale):
+    weights_shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
+    out = np.empty(q.shape[:3] + v.shape[3:], q.dtype)
+    weights = np.empty(weights_shape, q.dtype)
+    if weights.size == 0:
+        out[...] = 0
+        return out, weights
+    mask = _NO_MASK[q.dtype] if mask is None else _mask_4d(mask, weights_shape)
+    keep, keep_scale = _keep_args(keep, keep_scale, q.dtype)
+    k, n_keys = _leading_keys(k)
+    v, _ = _leading_keys(v)
+    with threads_for(weights.size + out.size):  # elements written, as the other kernels count
+        _numba_kernels().forward(np.ascontiguousarray(q), k, v, n_keys, scale, mask,
+                                 mask.dtype == np.bool_, keep, keep_scale, out, weights)
+    return out, weights
+
+
+def _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale):
+    if k.shape[0] != q.shape[0]:  # shared keys: expand, then sum their gradients over the batch
+        batch = (q.shape[0],)
+        dq, dk, dv = _backward_kernel(q, np.broadcast_to(k, batch + k.shape[1:]),
+                                      np.broadcast_to(v, batch + v.shape[1:]), weights, dout, scale,
+                                      keep, keep_scale)
+        return dq, dk.sum(axis=0, keepdims=True), dv.sum(axis=0, keepdims=True)
+    dq, dk, dv = np.zeros(q.shape, q.dtype), np.zeros(k.shape, q.dtype), np.zeros(v.shape, q.dtype)
+    if weights.size == 0:
+        return dq, dk, dv
+    keep, keep_scale = _keep_args(keep, keep_scale, q.dtype)
+    with threads_for(dq.size + dk.size + dv.size):
+        _numba_kernels().backward(np.ascontiguousarray(q), np.ascontiguousarray(k),
+                                  np.ascontiguousarray(v), k.shape[1], np.ascontiguousarray(weights),
+                                  np.ascontiguousarray(dout), scale, keep, keep_scale, dq, dk, dv)
+    return dq, dk, dv
+
+
+def attention_forward_numba(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
+    """(out, weights) of multi-head attention (Numba kernel)."""
+    op = "attention_forward"
+    q, k, v, weights_shape = _check_qkv(op, q, k, v)
+    return _forward_kernel(q, k, v, _scale(op, scale, q.shape[3], q.dtype),
+                           _checked_mask(op, mask, weights_shape, q.dtype),
+                           _check_keep(op, keep, weights_shape), keep_scale)
+
+
+def attention_backward_numba(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
+    """(dq, dk, dv) of attention_forward (Numba kernel)."""
+    op = "attention_backward"
+    q, k, v, weights, dout, weights_shape = _check_backward(op, q, k, v, weights, dout)
+    return _backward_kernel(q, k, v, weights, dout, _scale(op, scale, q.shape[3], q.dtype),
+                            _check_keep(op, keep, weights_shape), keep_scale)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dispatch
+# ---------------------------------------------------------------------------------------------
+
+# With the numba backend, the fused Numba kernel runs when each head has at most this many
+# queries; otherwise the same op runs as BLAS matmuls around the Numba softmax kernels.
+# Measured with bench/attention shapes (bench/README.md): the kernel computes one short dot
+# product per (query, key) pair and stays 2-3x slower than OpenBLAS's batched products once a
+# head has a few queries, while at one query per head (a decoding step) it ties forward and is
+# 3-5x faster backward (BLAS handles a 1-row product poorly).
+NUMBA_MAX_QUERIES = 1
+
+
+def attention_engine(batch, heads, queries, keys):
+    """'numba' (the fused kernel) or 'blas' (matmul, Numba softmax, matmul) for the numba backend."""
+    return "numba" if queries <= NUMBA_MAX_QUERIES else "blas"
+
+
+def attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
+    """(out (B, T_q, h, d_v), weights (B, h, T_q, T_k)) on the selected backend; see the module
+    docstring for the arguments."""
+    if not use_numba():
+        return attention_forward_numpy(q, k, v, scale, mask, keep, keep_scale)
+    op = "attention_forward"
+    q, k, v, weights_shape = _check_qkv(op, q, k, v)
+    scale = _scale(op, scale, q.shape[3], q.dtype)
+    mask = _checked_mask(op, mask, weights_shape, q.dtype)
+    keep = _check_keep(op, keep, weights_shape)
+    if attention_engine(*weights_shape) == "numba":
+        return _forward_kernel(q, k, v, scale, mask, keep, keep_scale)
+    return _forward_composed(q, k, v, scale, _additive(mask, q.dtype), keep, keep_scale,
+                             _softmax.softmax_forward_numba)
+
+
+def attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
+    """(dq, dk, dv) for attention_forward, from its weights and dL/dout, on the selected backend."""
+    if not use_numba():
+        return attention_backward_numpy(q, k, v, weights, dout, scale, keep, keep_scale)
+    op = "attention_backward"
+    q, k, v, weights, dout, weights_shape = _check_backward(op, q, k, v, weights, dout)
+    scale = _scale(op, scale, q.shape[3], q.dtype)
+    keep = _check_keep(op, keep, weights_shape)
+    if attention_engine(*weights_shape) == "numba":
+        return _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale)
+    return _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale,
+                              _softmax.softmax_backward_numba)
