@@ -564,6 +564,9 @@ def test_env_var_selects_and_validates(monkeypatch):
     monkeypatch.setattr(backend, "_state", backend._State())
     monkeypatch.setenv(backend.ENV_VAR, "numpy")
     assert kernels.get_backend() == "numpy"
+    monkeypatch.setenv(backend.ENV_VAR, "numba")
+    assert kernels.get_backend() == "numpy"  # read once per process, on first use
+    monkeypatch.setattr(backend, "_state", backend._State())
     monkeypatch.setenv(backend.ENV_VAR, "gpu")
     with pytest.raises(ValueError, match="TINYGRAD_LITE_BACKEND.*'gpu'.*'numba', 'numpy'"):
         kernels.get_backend()

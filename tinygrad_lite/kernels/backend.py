@@ -31,7 +31,8 @@ class _State:
     """Mutable module state, kept in one object so tests can swap it out."""
 
     def __init__(self):
-        self.requested = None  # None: read ENV_VAR on each query
+        self.requested = None  # set_backend's choice; None: the environment decides
+        self.from_env = None   # ENV_VAR, parsed once on first use (it sits on every kernel call)
         self.numba = None
         self.numba_import_error = None
 
@@ -50,8 +51,10 @@ def requested_backend():
     """The backend asked for (set_backend > env var > 'numba'), before any fallback."""
     if _state.requested is not None:
         return _state.requested
-    name = os.environ.get(ENV_VAR, "numba").strip().lower() or "numba"
-    return _validate(name, f"environment variable {ENV_VAR}")
+    if _state.from_env is None:
+        name = os.environ.get(ENV_VAR, "numba").strip().lower() or "numba"
+        _state.from_env = _validate(name, f"environment variable {ENV_VAR}")
+    return _state.from_env
 
 
 def get_backend():
