@@ -1,6 +1,5 @@
 """examples/mlp.py: the digits MLP reaches 97% test accuracy with its defaults, the spirals run
 draws its decision boundary, the lr sweep shows the three regimes, and divergence stops cleanly."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -8,20 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_scripts import load_example
 
 pytest.importorskip("sklearn")
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "mlp.py"
 
 
-def load_example():
-    spec = importlib.util.spec_from_file_location("mlp_example", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mlp = load_example()
+mlp = load_example("mlp")
 
 
 def run_script(*args, cwd):

@@ -1,6 +1,5 @@
 """examples/walkthrough.py: every section's computation matches the article's numbers
 (at the article's printed precision), and the script's command line behaves."""
-import importlib.util
 import math
 import os
 import subprocess
@@ -9,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_scripts import load_example
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "walkthrough.py"
@@ -20,14 +20,7 @@ T10_SOFTMAX = [0.1255, 0.1533, 0.0342, 0.6870]
 FIGURES = ["positional_encoding.png", "softmax_temperature.png", "attention_6_tokens.png", "gradient_descent.png"]
 
 
-def load_walkthrough():
-    spec = importlib.util.spec_from_file_location("walkthrough_example", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-wt = load_walkthrough()
+wt = load_example("walkthrough")
 
 
 # The command-line tests check the script's behaviour, not the kernels: the NumPy twins skip the JIT.

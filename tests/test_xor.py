@@ -1,5 +1,4 @@
 """Tests for examples/xor.py: the article's three claims about XOR hold in our engine."""
-import importlib.util
 import math
 import os
 import subprocess
@@ -8,19 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_scripts import load_example
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "xor.py"
 
 
-def load_example():
-    spec = importlib.util.spec_from_file_location("xor_example", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-xor = load_example()
+xor = load_example("xor")
 LN2 = math.log(2)
 
 
