@@ -7,15 +7,13 @@ projected K/V. `use_cache=False` re-runs the decoder on the whole prefix instead
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from tinygrad_lite import Tensor, no_grad
 
 from .masks import padding_mask
-
-
-def _log_probs(logits: Tensor) -> np.ndarray:
-    return logits.log_softmax(-1).data
 
 
 def _encode(model, src):
@@ -33,35 +31,48 @@ def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -
         logits = model.decode(memory, src_mask, prefix[:, -1:], cache=cache, start=t)
     else:
         logits = model.decode(memory, src_mask, prefix)
-    return _log_probs(logits[:, -1])
+    return logits[:, -1].log_softmax(-1).data
+
+
+@contextlib.contextmanager
+def _eval_mode(model):
+    """Decode with dropout off, then give the model back in the mode it had."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _decode_loop(model, src, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):
+    """Run the decoder one token at a time; choose(log_probs (B, V)) -> next ids (B,).
+    Returns (tokens (B, ≤max_len) without <bos>, their total log-prob (B,)); rows that
+    produced <eos> are padded with pad_id afterwards."""
+    src, src_mask, memory = _encode(model, src)
+    B = src.shape[0]
+    prefix = np.full((B, 1), bos_id, dtype=np.int64)
+    cache = model.new_cache() if use_cache else None
+    done = np.zeros(B, dtype=bool)
+    score = np.zeros(B)
+    for _ in range(max_len):
+        logp = _step(model, memory, src_mask, prefix, cache, use_cache)
+        nxt = choose(logp)
+        score += np.where(done, 0.0, logp[np.arange(B), nxt])
+        nxt = np.where(done, model.config.pad_id, nxt)
+        prefix = np.concatenate([prefix, nxt[:, None]], axis=1)
+        done |= nxt == eos_id
+        if done.all():
+            break
+    return prefix[:, 1:], score
 
 
 @no_grad()
 def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_cache: bool = True):
     """src: (B, S) or (S,) ids -> (tokens (B, ≤max_len) without <bos>, total log-prob (B,)).
     Rows that produced <eos> are padded with pad_id afterwards."""
-    was_training = model.training
-    model.eval()
-    try:
-        src, src_mask, memory = _encode(model, src)
-        B = src.shape[0]
-        prefix = np.full((B, 1), bos_id, dtype=np.int64)
-        cache = model.new_cache() if use_cache else None
-        done = np.zeros(B, dtype=bool)
-        score = np.zeros(B)
-        pad = model.config.pad_id
-        for _ in range(max_len):
-            logp = _step(model, memory, src_mask, prefix, cache, use_cache)
-            nxt = logp.argmax(-1)
-            score += np.where(done, 0.0, logp[np.arange(B), nxt])
-            nxt = np.where(done, pad, nxt)
-            prefix = np.concatenate([prefix, nxt[:, None]], axis=1)
-            done |= nxt == eos_id
-            if done.all():
-                break
-        return prefix[:, 1:], score
-    finally:
-        model.train(was_training)
+    with _eval_mode(model):
+        return _decode_loop(model, src, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
 
 
 @no_grad()
@@ -72,27 +83,15 @@ def sample_decode(model, src, bos_id: int, eos_id: int, temperature: float = 1.0
     if not temperature > 0:
         raise ValueError(f"sample_decode: temperature must be > 0, got {temperature}")
     rng = np.random.default_rng(seed)
-    was_training = model.training
-    model.eval()
-    try:
-        src, src_mask, memory = _encode(model, src)
-        B = src.shape[0]
-        prefix = np.full((B, 1), bos_id, dtype=np.int64)
-        cache = model.new_cache()
-        done = np.zeros(B, dtype=bool)
-        for _ in range(max_len):
-            logits = model.decode(memory, src_mask, prefix[:, -1:], cache=cache, start=prefix.shape[1] - 1)
-            probs = (logits[:, -1] * (1.0 / temperature)).softmax(-1).data.astype(np.float64)
-            probs /= probs.sum(-1, keepdims=True)
-            nxt = np.array([rng.choice(len(p), p=p) for p in probs])
-            nxt = np.where(done, model.config.pad_id, nxt)
-            prefix = np.concatenate([prefix, nxt[:, None]], axis=1)
-            done |= nxt == eos_id
-            if done.all():
-                break
-        return prefix[:, 1:]
-    finally:
-        model.train(was_training)
+
+    def sample(logp):  # softmax(logits / T) = softmax(log_softmax(logits) / T)
+        z = logp.astype(np.float64) / temperature
+        p = np.exp(z - z.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        return np.array([rng.choice(len(row), p=row) for row in p])
+
+    with _eval_mode(model):
+        return _decode_loop(model, src, bos_id, eos_id, max_len, sample)[0]
 
 
 def _reorder_cache(cache: list, beams: np.ndarray):
@@ -113,9 +112,7 @@ def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_le
     Returns (tokens, log-prob, normalised score) of the best hypothesis."""
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
-    was_training = model.training
-    model.eval()
-    try:
+    with _eval_mode(model):
         src, src_mask, memory = _encode(model, src)
         if src.shape[0] != 1:
             raise ValueError(f"beam_search: decodes one sentence at a time, got a batch of {src.shape[0]}")
@@ -164,5 +161,3 @@ def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_le
         finished.append((norm(greedy_score[0], len(tokens)), greedy_score[0], tokens))
         best = max(finished, key=lambda f: f[0])
         return best[2], float(best[1]), float(best[0])
-    finally:
-        model.train(was_training)
