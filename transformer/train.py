@@ -23,9 +23,18 @@ from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
 from tinygrad_lite.random import get_rng_state, set_rng_state
 
-from .data import PAD, Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
+from .data import (
+    PAD,
+    Vocab,
+    builtin_corpus,
+    load_pairs,
+    make_batches,
+    split_pairs,
+    tokenize_en,
+    tokenize_zh,
+)
 from .model import Transformer
-from .translator import SENTENCE_END, Translator, TranslatorError
+from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
 
 
 @dataclass
@@ -166,8 +175,8 @@ def evaluate_translations(translator: Translator, pairs) -> dict:
     """BLEU, chrF (sacrebleu) and exact match of greedy translations."""
     import sacrebleu
     hyps = translator.translate_batch([zh for zh, _ in pairs])
-    refs = [" ".join(tokenize_en(en, lowercase=translator.lowercase)) for _, en in pairs]
-    hyps_norm = [" ".join(tokenize_en(h, lowercase=translator.lowercase)) for h in hyps]
+    refs = [normalize_english(en, translator.lowercase) for _, en in pairs]
+    hyps_norm = [normalize_english(h, translator.lowercase) for h in hyps]
     return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none", force=True).score,
             "chrf": sacrebleu.corpus_chrf(hyps_norm, [refs]).score,
             "exact_match": exact_match(hyps_norm, refs), "n": len(pairs), "hypotheses": hyps}
