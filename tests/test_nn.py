@@ -482,3 +482,41 @@ def test_setitem_replaces_a_child_in_place():
     holder.layers = layers
     layers[0] = nn.Linear(2, 2)
     assert layers[0]._name == "layers.0" and len(layers) == 2
+
+
+def test_attribute_reads_follow_every_kind_of_registration_change():
+    """Registered members are also kept in the instance __dict__ (fast reads); every way of
+    changing one must keep the attribute and the registry in step."""
+    enc = Encoder()
+    block = enc.layers[0]
+    assert vars(block)["norm"] is block._modules["norm"]     # read without Module.__getattr__
+    new_linear = nn.Linear(4, 4)
+    block.w_q = new_linear                                     # replace a submodule
+    assert block.w_q is new_linear and block._modules["w_q"] is new_linear
+    block.w_q = None                                           # remove it (PyTorch allows None)
+    assert block.w_q is None and [n for n, _ in block.named_children()] == ["norm"]
+    weight = nn.Parameter(np.ones(4, np.float32))
+    block.norm.weight = weight                                 # replace a parameter
+    assert block.norm.weight is weight and dict(block.norm.named_parameters())["weight"] is weight
+    del block.norm.bias                                        # delete a parameter
+    assert "bias" not in dict(block.norm.named_parameters())
+    with pytest.raises(AttributeError, match="no attribute 'bias'"):
+        block.norm.bias
+    enc.register_buffer("pe", np.zeros((3, 4), np.float32))    # re-register a buffer
+    assert float(enc.pe.data.sum()) == 0 and enc._buffers["pe"] is enc.pe
+    enc.pe = np.ones((3, 4), np.float32)                       # assign to a buffer
+    assert float(enc.pe.data.sum()) == 12 and enc._buffers["pe"] is enc.pe
+    with pytest.raises(TypeError, match="submodule 'drop'"):
+        enc.drop = 0.5
+    del enc.drop                                               # delete a module, then reuse the name
+    enc.drop = 0.5
+    assert enc.drop == 0.5 and "drop" not in enc._modules
+    with pytest.raises(KeyError, match="already exists"):
+        enc.register_buffer("layers", np.zeros(1))
+    seq = nn.Sequential(nn.ReLU(), nn.Tanh(), nn.Sigmoid())   # containers renumber their children
+    del seq[0]
+    assert [type(getattr(seq, k)).__name__ for k in ("0", "1")] == ["Tanh", "Sigmoid"]
+    assert not hasattr(seq, "2")
+    seq.insert(0, nn.GELU())
+    seq[2] = nn.ReLU()
+    assert [type(getattr(seq, k)).__name__ for k in ("0", "1", "2")] == ["GELU", "Tanh", "ReLU"]

@@ -84,15 +84,18 @@ class _ModuleScope:
         return False
 
 
-_NO_SCOPE = contextlib.nullcontext()
+def scopes_recorded() -> bool:
+    """Whether Module calls should push themselves on the scope stack: only while a graph is
+    recorded (the renderer groups its nodes by module) or anomaly mode wants module paths for
+    its messages. Under no_grad, Module.__call__ skips the scope altogether."""
+    state = _state
+    return state.grad_enabled or state.anomaly
 
 
 def module_scope(module):
-    """Context manager: `module` joins the scope stack while its forward runs. It wraps every
-    Module call, so it is kept small; under no_grad no graph is recorded and (unless anomaly
-    mode wants the path for its messages) the stack is left alone."""
-    state = _state
-    return _ModuleScope(module) if state.grad_enabled or state.anomaly else _NO_SCOPE
+    """Context manager: `module` joins the scope stack while its forward runs (see
+    scopes_recorded for when Module.__call__ uses it)."""
+    return _ModuleScope(module) if scopes_recorded() else contextlib.nullcontext()
 
 
 # ---------------------------------------------------------------- anomaly mode

@@ -837,15 +837,17 @@ class Tensor:
         if shape[len(shape) - k:] != normalized_shape or k == 0:
             raise ValueError(f"layer_norm: normalized_shape {normalized_shape} does not match the trailing "
                              f"dims of input shape {self.shape}")
+        parents = (self,)
         for name, t in (("weight", weight), ("bias", bias)):
-            if t is not None and t.shape != normalized_shape:
-                raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {normalized_shape}")
+            if t is not None:
+                if t.data.shape != normalized_shape:
+                    raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {normalized_shape}")
+                parents += (t,)
         feat = math.prod(normalized_shape)
         x2 = self.data.reshape(-1, feat)
-        gamma = weight.data.reshape(feat) if weight is not None else None
-        beta = bias.data.reshape(feat) if bias is not None else None
+        gamma = None if weight is None else weight.data if k == 1 else weight.data.reshape(feat)
+        beta = None if bias is None else bias.data if k == 1 else bias.data.reshape(feat)
         y, mean, rstd = K.layernorm_forward(x2, gamma, beta, eps)
-        parents = (self,) + tuple(t for t in (weight, bias) if t is not None)
 
         def backward(g):
             dx, dgamma, dbeta = K.layernorm_backward(np.ascontiguousarray(g.reshape(-1, feat)), x2, gamma,

@@ -125,18 +125,17 @@ class MultiHeadAttention(Module):
         `scaled_dot_product_attention` above is the same computation written as separate ops.
         """
         B, T_q = query.shape[0], query.shape[1]
-        sub = self._modules  # w_q, w_k, w_v, w_o, dropout, read without Module.__getattr__
-        q = sub["w_q"](query)                                            # (B, T_q, h·d_k)
+        q = self.w_q(query)                                              # (B, T_q, h·d_k)
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k, v = sub["w_k"](key), sub["w_v"](value)                    # (B, T_k, h·d_k)
+            k, v = self.w_k(key), self.w_v(value)                        # (B, T_k, h·d_k)
             if cache is not None:
                 if not static_kv and "k" in cache:
                     k, v = _append_to_cache(cache, k, v)
                 cache["k"], cache["v"] = k, v
-        m = _check_mask(mask, (B, self.h, T_q, k.shape[1]))
-        dropout = sub["dropout"]
+        m = None if mask is None else _check_mask(mask, (B, self.h, T_q, k.shape[1]))
+        dropout = self.dropout
         if self.fused:
             out, weights = F.fused_attention(q, k, v, m, dropout.p, dropout.training, need_weights=True,
                                              heads=self.h)               # (B, T_q, h·d_k)
@@ -146,7 +145,7 @@ class MultiHeadAttention(Module):
             out, weights = self.merge_heads(heads), weights.data
         if self.keep_weights:
             self.weights = weights
-        return sub["w_o"](out)
+        return self.w_o(out)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}"

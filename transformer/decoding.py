@@ -11,7 +11,7 @@ import contextlib
 
 import numpy as np
 
-from tinygrad_lite import Tensor, no_grad
+from tinygrad_lite import Tensor, kernels, no_grad
 
 from .masks import padding_mask
 
@@ -31,7 +31,7 @@ def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -
         logits = model.decode(memory, src_mask, prefix[:, -1:], cache=cache, start=t)
     else:
         logits = model.decode(memory, src_mask, prefix)
-    return logits[:, -1].log_softmax(-1).data
+    return kernels.log_softmax_forward(logits.data[:, -1])
 
 
 @contextlib.contextmanager
@@ -42,7 +42,8 @@ def _eval_mode(model):
     try:
         yield
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train()
 
 
 def _decode_loop(model, src, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):

@@ -49,7 +49,8 @@ from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
 # ---------------------------------------------------------------------------------------------
 
 def _float_4d(op, name, x):
-    x = np.asarray(x)
+    if type(x) is not np.ndarray:
+        x = np.asarray(x)
     if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {x.dtype}")
     if x.ndim != 4:

@@ -35,6 +35,7 @@ class _State:
         self.from_env = None   # ENV_VAR, parsed once on first use (it sits on every kernel call)
         self.numba = None
         self.numba_import_error = None
+        self.numba_active = None  # use_numba()'s answer, cached until the choice changes
 
 
 _state = _State()
@@ -71,6 +72,7 @@ def get_backend():
 def set_backend(name):
     """Select the kernel backend for the whole process: 'numba' or 'numpy'."""
     _state.requested = _validate(name, "set_backend")
+    _state.numba_active = None
 
 
 @contextlib.contextmanager
@@ -82,6 +84,7 @@ def use_backend(name):
         yield
     finally:
         _state.requested = previous
+        _state.numba_active = None
 
 
 def load_numba():
@@ -130,8 +133,12 @@ def lazy_kernels(build):
 
 
 def use_numba():
-    """True when dispatching functions should run their Numba implementation."""
-    return get_backend() == "numba"
+    """True when dispatching functions should run their Numba implementation. Every kernel call
+    asks, so the answer is kept until set_backend/use_backend change the choice."""
+    active = _state.numba_active
+    if active is None:
+        active = _state.numba_active = get_backend() == "numba"
+    return active
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +187,7 @@ class threads_for:
 
 def as_float_array(op, name, value, min_ndim=1):
     """value as a float32/float64 ndarray with at least min_ndim dims, else a clear error."""
-    arr = np.asarray(value)
+    arr = value if type(value) is np.ndarray else np.asarray(value)
     if arr.dtype not in (np.float32, np.float64):
         raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {arr.dtype}")
     if arr.ndim < min_ndim:

@@ -14,6 +14,7 @@ shape (..., 1) so they broadcast against x. A constant row has var 0 and stays f
 to eps; a NaN in a row makes that row's outputs NaN.
 """
 import functools
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -40,7 +41,8 @@ CHUNK_ELEMS = 8192
 def _check_affine(op, name, param, x):
     if param is None:
         return None
-    param = np.asarray(param)
+    if type(param) is not np.ndarray:
+        param = np.asarray(param)
     if param.shape != x.shape[-1:]:
         raise ValueError(f"{op}: {name} has shape {param.shape}, expected (N,) = "
                          f"{x.shape[-1:]} to match x {x.shape}")
@@ -52,7 +54,7 @@ def _check_affine(op, name, param, x):
 
 def _check_eps(op, eps):
     value = float(eps)
-    if not (np.isfinite(value) and value >= 0):
+    if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
     return value
 

@@ -37,7 +37,8 @@ class _IndexedModules(Module):
         return int(i) % n
 
     def _renumber(self, modules):
-        self._modules.clear()
+        for key in list(self._modules):
+            self._forget(key)
         for i, m in enumerate(modules):
             self.add_module(str(i), m)
 
@@ -48,7 +49,7 @@ class _IndexedModules(Module):
 
     def __setitem__(self, i, module):
         key = list(self._modules)[self._index(type(self).__name__, i)]
-        self._modules[key] = _check_module(type(self).__name__, module)
+        self._put("_modules", key, _check_module(type(self).__name__, module))
         module._set_name(self._child_name(key))
 
     def __delitem__(self, i):

@@ -45,20 +45,13 @@ def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Any leading dims of x are batch dims. One fused op; the products run on NumPy's BLAS."""
     x = x if isinstance(x, Tensor) else _tensor("linear", "input", x)
     xd, w = x.data, weight.data
-    if w.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {w.shape}")
-    n_out, n_in = w.shape
-    x_shape = xd.shape
-    if not x_shape or x_shape[-1] != n_in:
-        raise ValueError(f"linear: input's last dim must be in_features={n_in}, got input shape {x_shape}")
     b = None if bias is None else bias.data
-    if b is not None and b.shape != (n_out,):
-        raise ValueError(f"linear: bias must have shape ({n_out},), got {b.shape}")
-    if xd.dtype != w.dtype or (b is not None and b.dtype != xd.dtype):
-        dtypes = {xd.dtype, w.dtype} | ({b.dtype} if b is not None else set())
-        raise TypeError(f"linear: input, weight and bias must share a dtype, got {sorted(map(str, dtypes))}; "
-                        "convert the input with .float() or .double() (or the module with .to())")
-    _check_float("linear", "input", x)
+    x_shape, dtype = xd.shape, xd.dtype
+    if w.ndim != 2 or not x_shape or x_shape[-1] != w.shape[1] or (b is not None and b.shape != w.shape[:1]):
+        _linear_shape_error(x_shape, w.shape, None if b is None else b.shape)
+    if dtype != w.dtype or (b is not None and b.dtype != dtype) or dtype not in FLOAT_DTYPES:
+        _linear_dtype_error(xd, w, b)
+    n_out, n_in = w.shape
     x2 = xd.reshape(-1, n_in)
     out = x2 @ w.T
     if b is not None:
@@ -73,6 +66,22 @@ def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
     return x._make(out.reshape(x_shape[:-1] + (n_out,)), "linear", parents, backward)
+
+
+def _linear_shape_error(x_shape, w_shape, b_shape):
+    if len(w_shape) != 2:
+        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {w_shape}")
+    if not x_shape or x_shape[-1] != w_shape[1]:
+        raise ValueError(f"linear: input's last dim must be in_features={w_shape[1]}, got input shape {x_shape}")
+    raise ValueError(f"linear: bias must have shape ({w_shape[0]},), got {b_shape}")
+
+
+def _linear_dtype_error(xd, w, b):
+    dtypes = {xd.dtype, w.dtype} | ({b.dtype} if b is not None else set())
+    if len(dtypes) > 1:
+        raise TypeError(f"linear: input, weight and bias must share a dtype, got {sorted(map(str, dtypes))}; "
+                        "convert the input with .float() or .double() (or the module with .to())")
+    raise TypeError(f"linear: input must be float32 or float64, got {xd.dtype}")
 
 
 def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
@@ -129,7 +138,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
         mask = mask.data
     qd, kd, vd = q.data, k.data, v.data
     if heads is not None:
-        qd, kd, vd = (_split_heads(op, name, a, heads) for name, a in (("q", qd), ("k", kd), ("v", vd)))
+        qd, kd, vd = _split_heads(op, "q", qd, heads), _split_heads(op, "k", kd, heads), _split_heads(op, "v", vd, heads)
     keep, keep_scale = None, 1.0
     if training and dropout_p > 0 and qd.ndim == 4 and kd.ndim == 4:
         keep = dropout_keep_mask((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p)

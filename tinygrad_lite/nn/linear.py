@@ -32,8 +32,7 @@ class Linear(Module):
         self.bias = init.uniform_(Parameter(np.empty(self.out_features, dtype)), -bound, bound) if bias else None
 
     def forward(self, x):
-        params = self._parameters  # direct reads: Module.__getattr__ is slow on this hot path
-        return F.linear(x, params["weight"], params.get("bias"))
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
