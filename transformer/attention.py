@@ -24,7 +24,10 @@ def _check_mask(mask, scores_shape: tuple):
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != np.bool_:
         raise TypeError(f"attention: mask must be bool (True = may attend), got dtype {m.dtype}")
-    if m.ndim > len(scores_shape) or any(n not in (1, s) for n, s in zip(m.shape[::-1], scores_shape[::-1])):
+    fits = m.ndim <= len(scores_shape)
+    for n, s in zip(m.shape[::-1], scores_shape[::-1]):  # a loop: this runs on every decoding step
+        fits = fits and (n == 1 or n == s)
+    if not fits:
         raise ValueError(f"attention: mask of shape {m.shape} cannot broadcast to the scores' shape "
                          f"(B, h, T_q, T_k) = {tuple(scores_shape)}")
     return m

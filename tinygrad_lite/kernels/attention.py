@@ -86,14 +86,18 @@ def _checked_mask(op, mask, weights_shape, dtype):
     None for no mask. Raises unless it broadcasts to the weights' shape without growing it."""
     if mask is None:
         return None
-    mask = np.asarray(mask)
+    if type(mask) is not np.ndarray:
+        mask = np.asarray(mask)
     if mask.dtype.kind == "f":
         mask = mask.astype(dtype, copy=False)
     elif mask.dtype != np.bool_:
         raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
                         f"scores, -inf = masked), got dtype {mask.dtype}")
     shape = mask.shape
-    if len(shape) > 4 or any(m not in (1, w) for m, w in zip(shape[::-1], weights_shape[::-1])):
+    fits = len(shape) <= 4
+    for m, w in zip(shape[::-1], weights_shape[::-1]):  # a loop: this runs on every decoding step
+        fits = fits and (m == 1 or m == w)
+    if not fits:
         raise ValueError(f"{op}: mask of shape {shape} does not broadcast to the weights' shape "
                          f"(B, h, T_q, T_k) = {tuple(weights_shape)}")
     return mask

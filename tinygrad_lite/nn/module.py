@@ -172,17 +172,20 @@ class Module:
 
     # ------------------------------------------------------------ traversal
     def named_modules(self, prefix: str = "", memo: set | None = None, remove_duplicate: bool = True):
-        """(dotted path, module) for this module and every descendant, depth first."""
+        """(dotted path, module) for this module and every descendant, depth first. Walked with an
+        explicit stack (no nested generators), so model.eval() stays cheap and depth is unlimited."""
         if memo is None:
             memo = set()
-        if remove_duplicate:
-            if id(self) in memo:
-                return
-            memo.add(id(self))
-        yield prefix, self
-        for name, child in self._modules.items():
-            if child is not None:
-                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo, remove_duplicate)
+        stack = [(prefix, self)]
+        while stack:
+            path, module = stack.pop()
+            if remove_duplicate:
+                if id(module) in memo:
+                    continue
+                memo.add(id(module))
+            yield path, module
+            stack.extend(reversed([(f"{path}.{name}" if path else name, child)
+                                   for name, child in module._modules.items() if child is not None]))
 
     def modules(self):
         for _, m in self.named_modules():
