@@ -501,7 +501,7 @@ def test_attribute_reads_follow_every_kind_of_registration_change():
     del block.norm.bias                                        # delete a parameter
     assert "bias" not in dict(block.norm.named_parameters())
     with pytest.raises(AttributeError, match="no attribute 'bias'"):
-        block.norm.bias
+        _ = block.norm.bias
     enc.register_buffer("pe", np.zeros((3, 4), np.float32))    # re-register a buffer
     assert float(enc.pe.data.sum()) == 0 and enc._buffers["pe"] is enc.pe
     enc.pe = np.ones((3, 4), np.float32)                       # assign to a buffer

@@ -138,7 +138,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
         mask = mask.data
     qd, kd, vd = q.data, k.data, v.data
     if heads is not None:
-        qd, kd, vd = _split_heads(op, "q", qd, heads), _split_heads(op, "k", kd, heads), _split_heads(op, "v", vd, heads)
+        qd = _split_heads(op, "q", qd, heads)
+        kd = _split_heads(op, "k", kd, heads)
+        vd = _split_heads(op, "v", vd, heads)
     keep, keep_scale = None, 1.0
     if training and dropout_p > 0 and qd.ndim == 4 and kd.ndim == 4:
         keep = dropout_keep_mask((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p)
