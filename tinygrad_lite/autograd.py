@@ -93,9 +93,9 @@ def scopes_recorded() -> bool:
 
 
 def module_scope(module):
-    """Context manager: `module` joins the scope stack while its forward runs (see
-    scopes_recorded for when Module.__call__ uses it)."""
-    return _ModuleScope(module) if scopes_recorded() else contextlib.nullcontext()
+    """Context manager: `module` joins the scope stack while its forward runs. Module.__call__
+    enters it only when scopes_recorded()."""
+    return _ModuleScope(module)
 
 
 # ---------------------------------------------------------------- anomaly mode
