@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinygrad_lite import kernels
+from tinygrad_lite.gradcheck import numerical_gradient
 from tinygrad_lite.kernels import backend
 from tinygrad_lite.kernels import layernorm as ln
 from tinygrad_lite.kernels import softmax as sm
@@ -49,21 +50,6 @@ def layernorm_formula(x, gamma, beta, eps=1e-5):
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def numeric_grad(f, x, h=1e-6):
-    """Central finite differences of the scalar f() with respect to every entry of x."""
-    grad = np.zeros_like(x)
-    flat, gflat = x.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + h
-        up = f()
-        flat[i] = old - h
-        down = f()
-        flat[i] = old
-        gflat[i] = (up - down) / (2 * h)
-    return grad
 
 
 # --------------------------------------------------------------- softmax family: twins agree
@@ -262,7 +248,7 @@ def test_softmax_backward_matches_finite_differences(rng):
                               (sm.softmax_forward_numpy, sm.softmax_backward_numpy)):
         y = forward(x, 0.7, keep)
         analytic = backward(y, weights, 0.7)
-        numeric = numeric_grad(lambda f=forward: np.sum(weights * f(x, 0.7, keep)), x)
+        numeric = numerical_gradient(lambda f=forward: np.sum(weights * f(x, 0.7, keep)), x)
         np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
         np.testing.assert_array_equal(analytic[:, ~keep], 0)
 
@@ -273,7 +259,7 @@ def test_log_softmax_backward_matches_finite_differences(rng):
     for forward, backward in ((sm.log_softmax_forward_numba, sm.log_softmax_backward_numba),
                               (sm.log_softmax_forward_numpy, sm.log_softmax_backward_numpy)):
         analytic = backward(forward(x), weights)
-        numeric = numeric_grad(lambda f=forward: np.sum(weights * f(x)), x)
+        numeric = numerical_gradient(lambda f=forward: np.sum(weights * f(x)), x)
         np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
 
 
@@ -290,10 +276,10 @@ def test_layernorm_backward_matches_finite_differences(rng, affine):
 
         _, mean, rstd = forward(x, gamma, beta)
         dx, dgamma, dbeta = backward(weights, x, gamma, mean, rstd)
-        np.testing.assert_allclose(dx, numeric_grad(loss, x), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(dx, numerical_gradient(loss, x), rtol=1e-6, atol=1e-8)
         if affine:
-            np.testing.assert_allclose(dgamma, numeric_grad(loss, gamma), rtol=1e-6, atol=1e-8)
-            np.testing.assert_allclose(dbeta, numeric_grad(loss, beta), rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(dgamma, numerical_gradient(loss, gamma), rtol=1e-6, atol=1e-8)
+            np.testing.assert_allclose(dbeta, numerical_gradient(loss, beta), rtol=1e-6, atol=1e-8)
         else:
             assert dgamma is None and dbeta is None
 
@@ -310,8 +296,8 @@ def test_matmul_backward_matches_finite_differences(rng, trans_a, trans_b):
 
     da, db = matmul_backward(a, b, weights, trans_a, trans_b)
     assert da.shape == a.shape and db.shape == b.shape
-    np.testing.assert_allclose(da, numeric_grad(loss, a), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(db, numeric_grad(loss, b), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(da, numerical_gradient(loss, a), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(db, numerical_gradient(loss, b), rtol=1e-6, atol=1e-8)
 
 
 # --------------------------------------------------------------- layernorm

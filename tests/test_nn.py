@@ -467,6 +467,21 @@ def test_gradcheck_catches_a_broken_backward():
         gradcheck(broken_ce, Tensor(rng(17).standard_normal((2, 3)), requires_grad=True))
 
 
+def test_numerical_gradient_is_central_differences_and_refuses_a_copy():
+    """The finite differences gradcheck and the kernel tests share: exact for a quadratic, x left
+    unchanged, and an error (not silent zeros) when x is a view its perturbations would miss."""
+    from tinygrad_lite.gradcheck import numerical_gradient
+    x = rng(3).standard_normal((2, 3))
+    before = x.copy()
+    grad = numerical_gradient(lambda: float((x ** 2).sum() + 3 * x[0, 1]), x)
+    expected = 2 * before
+    expected[0, 1] += 3
+    np.testing.assert_allclose(grad, expected, rtol=1e-7, atol=1e-7)
+    np.testing.assert_array_equal(x, before)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        numerical_gradient(lambda: float(x.sum()), x.T)
+
+
 def test_sequential_accepts_an_ordered_dict():
     seq = nn.Sequential(OrderedDict(fc=nn.Linear(2, 3), act=nn.ReLU()))
     assert [n for n, _ in seq.named_parameters()] == ["fc.weight", "fc.bias"]

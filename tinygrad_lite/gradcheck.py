@@ -10,6 +10,28 @@ class GradcheckError(AssertionError):
     """Analytic and numeric gradients disagree; the message names the worst elements."""
 
 
+def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central differences (f(x + eps) - f(x - eps)) / 2eps of the scalar f() with respect to
+    every entry of the array x, which f reads: x is perturbed in place, one entry at a time, and
+    left as it was. x must be C-contiguous, or the perturbations would land in a copy."""
+    if not (isinstance(x, np.ndarray) and x.flags.c_contiguous and x.flags.writeable):
+        raise ValueError("numerical_gradient: x must be a writeable C-contiguous ndarray (it is perturbed "
+                         f"in place), got {type(x).__name__}"
+                         + (f" with flags c_contiguous={x.flags.c_contiguous}, writeable={x.flags.writeable}"
+                            if isinstance(x, np.ndarray) else ""))
+    grad = np.zeros(x.shape)
+    flat, grad_flat = x.reshape(-1), grad.reshape(-1)
+    for i in range(flat.size):
+        orig = flat[i]
+        flat[i] = orig + eps
+        up = f()
+        flat[i] = orig - eps
+        down = f()
+        flat[i] = orig
+        grad_flat[i] = (up - down) / (2 * eps)
+    return grad
+
+
 def gradcheck(fn, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True, seed: int = 0) -> bool:
     """Check d fn(*inputs) / d input for every input that requires grad.
@@ -44,16 +66,7 @@ def gradcheck(fn, *inputs: Tensor, eps: float = 1e-6, atol: float = 1e-5, rtol: 
         if not (isinstance(t, Tensor) and t.requires_grad):
             continue
         analytic = np.zeros(t.shape) if t.grad is None else np.asarray(t.grad, dtype=np.float64)
-        numeric = np.zeros(t.shape)
-        flat = t.data.reshape(-1)
-        for j in range(flat.size):
-            orig = flat[j]
-            flat[j] = orig + eps
-            up = objective()
-            flat[j] = orig - eps
-            down = objective()
-            flat[j] = orig
-            numeric.reshape(-1)[j] = (up - down) / (2 * eps)
+        numeric = numerical_gradient(objective, t.data, eps)
         err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
         if t.data.size and (err.max() > 0 or not np.isfinite(analytic).all()):
             worst = np.unravel_index(np.nanargmax(np.where(np.isfinite(err), err, np.inf)), t.shape)
