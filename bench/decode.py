@@ -20,7 +20,6 @@ near-tie argmax, after which a row diverges).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,13 +32,14 @@ from train_throughput import (  # bench/ sits next to this file
     CONFIGS,
     QUICK,
     BenchConfig,
+    append_json,
     build_ours,
     build_torch,
-    environment,
     markdown,
     median,
+    pick_configs,
     random_batches,
-    set_threads,
+    start,
 )
 
 BOS = 2
@@ -118,17 +118,9 @@ def main(argv=None):
     if args.quick:
         configs, batches, new_tokens, repeats = [QUICK], [1, 4], 4, 1
     else:
-        names = [c.strip() for c in args.configs.split(",") if c.strip()]
-        unknown = sorted(set(names) - set(CONFIGS))
-        if unknown:
-            parser.error(f"--configs: unknown {unknown}; choose from {sorted(CONFIGS)}")
-        configs, new_tokens, repeats = [CONFIGS[n] for n in names], args.new_tokens, args.repeats
+        configs, new_tokens, repeats = pick_configs(parser, args.configs), args.new_tokens, args.repeats
         batches = [int(b) for b in args.batches.split(",") if b.strip()]
-    torch = set_threads(args.threads)
-    if torch is None:
-        parser.error("this benchmark needs torch")
-    env = environment(args.threads, torch)
-    print("\n".join(f"- {k}: {v}" for k, v in env.items()), flush=True)
+    _, env = start(parser, args.threads)
     rows = []
     for cfg in configs:
         for batch in batches:
@@ -137,9 +129,7 @@ def main(argv=None):
             rows.append(row)
             print(f"  {cfg.name} batch {batch}: ours {row['sent_s_ours_cache']:.1f} sent/s, torch "
                   f"{row['sent_s_torch']:.1f} sent/s, ratio {row['ratio_ours_over_torch']:.2f}", flush=True)
-            if args.json:
-                with open(args.json, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(row) + "\n")
+            append_json(args.json, row)
     header = ["config", "threads", "batch", "new tokens", "ours (cache) sent/s", "torch (prefix) sent/s",
               "ours/torch", "ours ms", "torch ms", "same tokens"]
     body = [[r["config"], r["threads"], r["batch"], r["new_tokens"], r["sent_s_ours_cache"], r["sent_s_torch"],

@@ -18,7 +18,6 @@ picture has both axes logarithmic, so a power law is a straight line.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -32,14 +31,14 @@ from train_throughput import (  # bench/ sits next to this file
     OursTrainer,
     TorchTrainer,
     alternate,
+    append_json,
     build_ours,
     build_torch,
-    environment,
     markdown,
     measure_memory,
     median,
     random_batches,
-    set_threads,
+    start,
 )
 
 BASE = replace(CONFIGS["small"], name="scaling", batch=8)
@@ -127,19 +126,13 @@ def main(argv=None):
     lengths = [16, 32] if args.quick else sorted(int(t) for t in args.lengths.split(",") if t.strip())
     if args.threads < 1 or not lengths or min(lengths) < 2:
         parser.error("--threads must be >= 1 and --lengths a list of ints >= 2")
-    torch = set_threads(args.threads)
-    if torch is None:
-        parser.error("this benchmark needs torch")
-    env = environment(args.threads, torch)
-    print("\n".join(f"- {k}: {v}" for k, v in env.items()), flush=True)
+    torch, env = start(parser, args.threads)
     rows = []
     for length in lengths:
         row = measure(length, args.threads, torch, not args.no_memory, args.quick)
         rows.append(row)
         print(f"  T={length}: ours {row['ms_ours']:.1f} ms, torch {row['ms_torch']:.1f} ms", flush=True)
-        if args.json:
-            with open(args.json, "a", encoding="utf-8") as f:
-                f.write(json.dumps({**row, **env}) + "\n")
+        append_json(args.json, {**row, **env})
     header = ["T", "ours ms/step", "torch ms/step", "ours/torch"]
     body = [[r["tokens"], r["ms_ours"], r["ms_torch"], r["ratio_ours_over_torch"]] for r in rows]
     if not args.no_memory:

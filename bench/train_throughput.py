@@ -260,6 +260,33 @@ def alternate(runners: dict, batches: list, steps: int, repeats: int, warmup: in
     return samples
 
 
+def start(parser, threads: int, most: int | None = None) -> tuple:
+    """The opening of every bench script: equal thread counts everywhere (set_threads), then the
+    environment printed as a header. Returns (torch, environment dict); torch is required."""
+    torch = set_threads(threads, most)
+    if torch is None:
+        parser.error("this benchmark needs torch")
+    env = environment(threads, torch)
+    print("\n".join(f"- {k}: {v}" for k, v in env.items()), flush=True)
+    return torch, env
+
+
+def pick_configs(parser, spec: str) -> list:
+    """BenchConfigs named in a comma list ("tiny,small"), or a parser error naming the unknown."""
+    names = [c.strip() for c in spec.split(",") if c.strip()]
+    unknown = sorted(set(names) - set(CONFIGS))
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; choose from {sorted(CONFIGS)}")
+    return [CONFIGS[n] for n in names]
+
+
+def append_json(path: str | None, row: dict) -> None:
+    """One JSON line per result row, appended, when --json was given."""
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def median(values) -> float:
     return float(np.median(values))
 
@@ -406,14 +433,7 @@ def main(argv=None):
         return
 
     thread_counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
-    if args.quick:
-        configs = [QUICK]
-    else:
-        names = [c.strip() for c in args.configs.split(",") if c.strip()]
-        unknown = sorted(set(names) - set(CONFIGS))
-        if unknown:
-            parser.error(f"--configs: unknown {unknown}; choose from {sorted(CONFIGS)}")
-        configs = [CONFIGS[n] for n in names]
+    configs = [QUICK] if args.quick else pick_configs(parser, args.configs)
     if args.repeats:
         configs = [BenchConfig(**{**asdict(c), "repeats": args.repeats}) for c in configs]
     if not thread_counts or min(thread_counts) < 1:
@@ -421,20 +441,14 @@ def main(argv=None):
 
     rows = []
     for threads in thread_counts:
-        torch = set_threads(threads, max(thread_counts))
-        if torch is None:
-            parser.error("this benchmark needs torch")
-        env = environment(threads, torch)
-        print("\n".join(f"- {k}: {v}" for k, v in env.items()), flush=True)
+        torch, env = start(parser, threads, max(thread_counts))
         for cfg in configs:
             row = {**bench_config(cfg, threads, torch, with_memory=not args.no_memory), **env}
             rows.append(row)
             print(f"  {cfg.name}: ours {row['tok_s_ours']:.0f} tok/s, torch {row['tok_s_torch']:.0f} tok/s, "
                   f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "
                   f"{row['initial_loss_torch']:.4f})", flush=True)
-            if args.json:
-                with open(args.json, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(row) + "\n")
+            append_json(args.json, row)
     print()
     print_table(rows)
     bad = [r["config"] for r in rows if not math.isclose(r["initial_loss_ours"], r["initial_loss_torch"],
