@@ -179,3 +179,17 @@ def test_weights_round_trip_through_torch(norm_first):
 def test_bad_input(fn, exc, pattern):
     with pytest.raises(exc, match=pattern):
         fn()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tl.nn.Linear(0, 2),
+    lambda: Transformer(True, 11, d_model=8, h=2, N=1, d_ff=16),
+    lambda: Transformer(11, 11, d_model=8, h=2, N=np.int64(0), d_ff=16),
+    lambda: __import__("transformer.data", fromlist=["bucket_indices"]).bucket_indices(
+        np.array([1]), np.array([1]), max_tokens=True),
+])
+def test_sizes_must_be_positive_ints_on_every_floor(make):
+    """One check (tinygrad_lite.checks.positive_int) words the mistake the same everywhere; a
+    bool is not a size even though Python counts it as an int."""
+    with pytest.raises(ValueError, match="must be a positive int, got"):
+        make()

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tinygrad_lite import Tensor
+from tinygrad_lite.checks import positive_int
 from tinygrad_lite.nn import Embedding, Linear, Module
 
 from .decoder import Decoder
@@ -61,8 +62,7 @@ class Transformer(Module):
         super().__init__()
         for name, value in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("d_model", d_model),
                             ("h", h), ("N", N), ("d_ff", d_ff)):
-            if not isinstance(value, (int, np.integer)) or value <= 0:
-                raise ValueError(f"Transformer: {name} must be a positive int, got {value!r}")
+            positive_int("Transformer", name, value)
         if d_model % h:
             raise ValueError(f"Transformer: d_model ({d_model}) must be divisible by h ({h}); "
                              f"d_k = d_model / h")

@@ -25,6 +25,8 @@ from collections import defaultdict
 import graphviz
 import numpy as np
 
+from tinygrad_lite.checks import positive_int
+
 from .render import FORMATS, INSTALL_HINT, find_renderer, pipe
 
 RANKDIRS = ("LR", "TB", "RL", "BT")
@@ -138,8 +140,7 @@ def _as_roots(root) -> list:
 def _check_options(rankdir, max_nodes, collapse, fmt):
     if rankdir not in RANKDIRS:
         raise ValueError(f"draw_graph: rankdir must be one of {', '.join(RANKDIRS)}, got {rankdir!r}")
-    if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes <= 0:
-        raise ValueError(f"draw_graph: max_nodes must be a positive int, got {max_nodes!r}")
+    positive_int("draw_graph", "max_nodes", max_nodes)
     if collapse is not None and (isinstance(collapse, bool) or not isinstance(collapse, (int, np.integer))
                                  or collapse < 0):
         raise ValueError(f"draw_graph: collapse must be None or a module depth >= 0, got {collapse!r}")

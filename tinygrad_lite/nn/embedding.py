@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import positive_int
 from . import functional as F
 from . import init
-from .linear import _positive_int
 from .module import Module, Parameter
 
 
@@ -20,8 +20,8 @@ class Embedding(Module):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  dtype=np.float32):
         super().__init__()
-        self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
-        self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
+        self.num_embeddings = positive_int("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = positive_int("Embedding", "embedding_dim", embedding_dim)
         if padding_idx is not None:
             if not -self.num_embeddings <= padding_idx < self.num_embeddings:
                 raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for "

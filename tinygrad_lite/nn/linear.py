@@ -5,15 +5,10 @@ import math
 
 import numpy as np
 
+from ..checks import positive_int
 from . import functional as F
 from . import init
 from .module import Module, Parameter
-
-
-def _positive_int(op: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{op}: {name} must be a positive int, got {value!r}")
-    return int(value)
 
 
 class Linear(Module):
@@ -25,8 +20,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
         super().__init__()
-        self.in_features = _positive_int("Linear", "in_features", in_features)
-        self.out_features = _positive_int("Linear", "out_features", out_features)
+        self.in_features = positive_int("Linear", "in_features", in_features)
+        self.out_features = positive_int("Linear", "out_features", out_features)
         bound = 1.0 / math.sqrt(self.in_features)
         self.weight = init.uniform_(Parameter(np.empty((self.out_features, self.in_features), dtype)), -bound, bound)
         self.bias = init.uniform_(Parameter(np.empty(self.out_features, dtype)), -bound, bound) if bias else None
