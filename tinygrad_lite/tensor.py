@@ -14,6 +14,7 @@ matmul, softmax, log_softmax and layer_norm run through `tinygrad_lite.kernels`
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections import namedtuple
 from operator import attrgetter
@@ -70,6 +71,15 @@ def _norm_dims(op: str, dim, ndim: int):
     return tuple(sorted(_norm_dim(op, d, ndim) for d in dims))
 
 
+def _public_signature(fn):
+    """Leave parameters named `_...` (the reflected-op flag) out of help() and inspect.signature;
+    the function itself is returned unchanged, so calls cost the same."""
+    sig = inspect.signature(fn)
+    fn.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                               if not p.name.startswith("_")])
+    return fn
+
+
 def _as_array(data, dtype=None) -> np.ndarray:
     if isinstance(data, Tensor):
         data = data.data
@@ -87,10 +97,37 @@ def _as_array(data, dtype=None) -> np.ndarray:
 
 
 class Tensor:
-    """An n-d array with autograd. float32 by default; float64 is kept when given."""
+    """An n-d array with autograd, like torch.Tensor: the values are a NumPy ndarray (`.data`),
+    and `backward()` fills `.grad` of every tensor made with requires_grad=True that the result
+    depends on.
 
-    __slots__ = ("data", "grad", "requires_grad", "_op", "_prev", "_backward", "_scope",
-                 "_site", "_retains_grad", "name", "__weakref__")
+    dtypes: Python floats and lists become float32, as in PyTorch; a float32 or float64 ndarray
+    keeps its dtype, ints and bools stay int64 and bool (they cannot require grad). A Python number
+    operand takes the tensor's dtype, and ops refuse to mix float32 with float64 rather than
+    silently promote: convert one side with .float() or .double().
+
+    >>> x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    array([[2., 4.],
+           [6., 8.]], dtype=float32)
+    """
+
+    __slots__ = {  # a dict: help() shows the values as the attributes' docstrings
+        "data": "The values: a NumPy ndarray (what .numpy() returns, shared, not copied).",
+        "grad": "The gradient as an ndarray of the tensor's shape once backward() reached it, "
+                "else None (PyTorch keeps a Tensor here).",
+        "requires_grad": "Whether ops record this tensor so that backward() reaches it, "
+                         "like torch's .requires_grad.",
+        "_op": "Name of the op that made the tensor; '' for a leaf.",
+        "_prev": "The op's inputs, in order (empty unless the op was recorded).",
+        "_backward": "Maps the output's gradient to one gradient per input (None for a leaf).",
+        "_scope": "The module scope the tensor was made in (graph drawings group by it).",
+        "_site": "Where the tensor was made, recorded under detect_anomaly().",
+        "_retains_grad": "retain_grad() was called: keep .grad although the tensor is no leaf.",
+        "name": "An optional label; graph drawings show it.",
+        "__weakref__": None,
+    }
     __array_priority__ = 1000  # ndarray (op) Tensor defers to Tensor's reflected op
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
@@ -108,6 +145,7 @@ class Tensor:
         self.name = name
 
     # ------------------------------------------------------------ graph recording
+
     def _make(self, data: np.ndarray, op: str, parents: tuple, backward) -> "Tensor":
         """Wrap an op's output; record op, inputs and backward when any input needs grad."""
         state = _GRAD_STATE
@@ -152,85 +190,124 @@ class Tensor:
         return self
 
     # ------------------------------------------------------------ construction
+
     @staticmethod
     def zeros(*shape, dtype=np.float32, requires_grad=False):
+        """Returns a tensor of `shape` filled with 0 (float32 unless `dtype`), like torch.zeros."""
         return Tensor(np.zeros(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
 
     @staticmethod
     def ones(*shape, dtype=np.float32, requires_grad=False):
+        """Returns a tensor of `shape` filled with 1 (float32 unless `dtype`), like torch.ones."""
         return Tensor(np.ones(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
 
     @staticmethod
     def full(shape, fill_value, dtype=np.float32, requires_grad=False):
+        """Returns a tensor of `shape` filled with `fill_value`, like torch.full."""
         return Tensor(np.full(_shape_arg((shape,)), fill_value, dtype=dtype), requires_grad=requires_grad)
 
     @staticmethod
     def randn(*shape, dtype=np.float32, requires_grad=False):
+        """Returns standard-normal samples of `shape` from the engine's rng (see manual_seed), like
+        torch.randn."""
         return Tensor(rng().standard_normal(_shape_arg(shape)).astype(dtype), requires_grad=requires_grad)
 
     @staticmethod
     def rand(*shape, dtype=np.float32, requires_grad=False):
+        """Returns uniform samples in [0, 1) of `shape` from the engine's rng, like torch.rand."""
         return Tensor(rng().random(_shape_arg(shape)).astype(dtype), requires_grad=requires_grad)
 
     @staticmethod
     def uniform(*shape, low=0.0, high=1.0, dtype=np.float32, requires_grad=False):
+        """Returns uniform samples in [low, high) of `shape` (torch's uniform_, as a
+        constructor)."""
         return Tensor(rng().uniform(low, high, _shape_arg(shape)).astype(dtype), requires_grad=requires_grad)
 
     @staticmethod
     def arange(start, stop=None, step=1, dtype=None):
+        """Returns start, start + step, ... below stop (0 .. start-1 when stop is None), like
+        torch.arange; ints give int64 and floats float64 (NumPy's dtypes) unless `dtype`."""
         arr = np.arange(start, stop, step) if stop is not None else np.arange(start)
         return Tensor(arr if dtype is None else arr.astype(dtype))
 
     @staticmethod
     def zeros_like(t, requires_grad=False):
+        """Returns zeros of `t`'s shape and dtype, like torch.zeros_like."""
         return Tensor(np.zeros_like(t.data), requires_grad=requires_grad)
 
     @staticmethod
     def ones_like(t, requires_grad=False):
+        """Returns ones of `t`'s shape and dtype, like torch.ones_like."""
         return Tensor(np.ones_like(t.data), requires_grad=requires_grad)
 
     # ------------------------------------------------------------ attributes
-    shape = property(attrgetter("data.shape"))  # attrgetter: read without a Python call frame
-    dtype = property(attrgetter("data.dtype"))
-    ndim = property(attrgetter("data.ndim"))
-    T = property(lambda self: self.transpose(-2, -1) if self.ndim >= 2 else self)
-    is_leaf = property(lambda self: not self._prev)
+
+    # attrgetter: read without a Python call frame
+    shape = property(attrgetter("data.shape"), doc="The shape as a tuple of ints (torch: torch.Size).")
+    dtype = property(attrgetter("data.dtype"), doc="The NumPy dtype of the data, e.g. np.float32.")
+    ndim = property(attrgetter("data.ndim"), doc="The number of dims, like torch's .ndim.")
+
+    @property
+    def T(self):
+        """The last two dims swapped (0-d and 1-d tensors as they are): torch's .mT, which is .T
+        for a matrix."""
+        return self.transpose(-2, -1) if self.ndim >= 2 else self
+
+    @property
+    def is_leaf(self):
+        """True unless a recorded op made this tensor (parameters and inputs are leaves), like
+        torch's .is_leaf."""
+        return not self._prev
 
     def size(self, dim=None):
+        """Returns the shape, or the size of dim `dim`, like torch.Tensor.size."""
         return self.shape if dim is None else self.shape[_norm_dim("size", dim, self.ndim)]
 
     def numel(self) -> int:
+        """Returns the number of elements, like torch.numel."""
         return int(self.data.size)
 
     def dim(self) -> int:
+        """Returns the number of dims, like torch.Tensor.dim."""
         return self.ndim
 
     def __len__(self):
+        """len(t): the size of dim 0; a 0-d tensor has no len(), as in PyTorch."""
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
     def numpy(self) -> np.ndarray:
+        """Returns the data as an ndarray, shared rather than copied, like torch.Tensor.numpy."""
         return self.data
 
     def item(self):
+        """Returns the value of a one-element tensor as a Python number, like torch.Tensor.item."""
         if self.data.size != 1:
             raise ValueError(f"item: only one-element tensors can be converted, got shape {self.shape}")
         return self.data.item()
 
     def tolist(self):
+        """Returns the data as (nested) Python lists of numbers, like torch.Tensor.tolist."""
         return self.data.tolist()
 
     def detach(self) -> "Tensor":
+        """Returns a new tensor on the same data, outside the graph (no grad), like
+        torch.Tensor.detach."""
         return Tensor(self.data)
 
     def clone(self) -> "Tensor":
+        """Returns a copy of the data that stays in the graph (gradients flow back), like
+        torch.clone."""
         return self._make(self.data.copy(), "clone", (self,), lambda g: (g,))
 
     def contiguous(self) -> "Tensor":
+        """Returns self: NumPy handles any memory layout (kept so PyTorch code runs)."""
         return self
 
     def to(self, dtype) -> "Tensor":
+        """Returns the tensor cast to `dtype` (self if it has it already); the gradient is cast
+        back, like torch.Tensor.to(dtype)."""
         dtype = np.dtype(dtype)
         if dtype == self.dtype:
             return self
@@ -238,28 +315,36 @@ class Tensor:
         return self._make(self.data.astype(dtype), "cast", (self,), lambda g: (g.astype(src),))
 
     def float(self):
+        """Returns the tensor as float32 (in the graph), like torch.Tensor.float."""
         return self.to(np.float32)
 
     def double(self):
+        """Returns the tensor as float64 (in the graph), like torch.Tensor.double."""
         return self.to(np.float64)
 
     def long(self):
+        """Returns an int64 copy outside the graph, like torch.Tensor.long."""
         return Tensor(self.data.astype(np.int64))
 
     def __bool__(self):
+        """bool(t) of a one-element tensor; a larger tensor is ambiguous and raises, as in
+        PyTorch."""
         if self.data.size != 1:
             raise ValueError(f"bool: the truth value of a tensor with shape {self.shape} is ambiguous")
         return bool(self.data)
 
     def __float__(self):
+        """float(t) of a one-element tensor."""
         return float(self.item())
 
     def __int__(self):
+        """int(t) of a one-element tensor."""
         return int(self.item())
 
     __hash__ = object.__hash__
 
     def __repr__(self):
+        """Shows the values (4 digits), shape, dtype and, with grad, the op that made it."""
         body = np.array2string(self.data, precision=4, separator=", ", threshold=60, edgeitems=3,
                                prefix="Tensor(")
         extras = [f"shape={self.shape}", f"dtype={self.dtype}"]
@@ -268,6 +353,7 @@ class Tensor:
         return f"Tensor({body}, {', '.join(extras)})"
 
     # ------------------------------------------------------------ operand coercion
+
     def _coerce(self, other, op: str) -> "Tensor":
         """A Python number takes this tensor's dtype; floats must agree (no silent float64)."""
         if isinstance(other, Tensor):
@@ -299,6 +385,7 @@ class Tensor:
         return a, b
 
     # ------------------------------------------------------------ arithmetic
+
     def _scalar(self, other):
         """Without autograd: `other` as a scalar of this float tensor's dtype, else None (then the
         general path runs, which keeps the number as a constant input that graph views show)."""
@@ -306,7 +393,10 @@ class Tensor:
             return self.data.dtype.type(other)
         return None
 
+    @_public_signature
     def add(self, other, _reflected=False):
+        """Returns self + other elementwise, broadcasting; other may be a Tensor, a number or an
+        ndarray, like torch.add."""
         c = self._scalar(other)
         if c is not None:
             return self._make(self.data + c, "add", (self,), None)
@@ -314,12 +404,16 @@ class Tensor:
         return a._make(a.data + b.data, "add", (a, b),
                        lambda g: (_unbroadcast(g, a.shape), _unbroadcast(g, b.shape)))
 
+    @_public_signature
     def sub(self, other, _reflected=False):
+        """Returns self - other elementwise, broadcasting, like torch.sub."""
         a, b = self._binary_inputs(other, "sub", _reflected)
         return a._make(a.data - b.data, "sub", (a, b),
                        lambda g: (_unbroadcast(g, a.shape), _unbroadcast(-g, b.shape)))
 
+    @_public_signature
     def mul(self, other, _reflected=False):
+        """Returns self * other elementwise, broadcasting, like torch.mul."""
         c = self._scalar(other)
         if c is not None:
             return self._make(self.data * c, "mul", (self,), None)
@@ -328,13 +422,16 @@ class Tensor:
                        lambda g: (_unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
                                   _unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
 
+    @_public_signature
     def div(self, other, _reflected=False):
+        """Returns self / other elementwise (true division), broadcasting, like torch.div."""
         a, b = self._binary_inputs(other, "div", _reflected)
         out = a.data / b.data
         return a._make(out, "div", (a, b),
                        lambda g: (_unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
                                   _unbroadcast(-g * out / b.data, b.shape) if b.requires_grad else None))
 
+    @_public_signature
     def pow(self, exponent, _reflected=False):
         """x ** p for a number p (the common case) or a Tensor exponent (d/dp = x^p · ln x)."""
         if not _reflected and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
@@ -355,6 +452,7 @@ class Tensor:
         return a._make(out, "pow", (a, b), backward)
 
     def neg(self):
+        """Returns -self, like torch.neg."""
         return self._make(-self.data, "neg", (self,), lambda g: (-g,))
 
     __add__ = add
@@ -363,72 +461,119 @@ class Tensor:
     __truediv__ = div
     __pow__ = pow
     __neg__ = neg
-    __radd__ = lambda self, o: self.add(o, _reflected=True)
-    __rsub__ = lambda self, o: self.sub(o, _reflected=True)
-    __rmul__ = lambda self, o: self.mul(o, _reflected=True)
-    __rtruediv__ = lambda self, o: self.div(o, _reflected=True)
-    __rpow__ = lambda self, o: self.pow(o, _reflected=True)
+
+    def __radd__(self, other):
+        """other + self, for a number or an ndarray on the left."""
+        return self.add(other, _reflected=True)
+
+    def __rsub__(self, other):
+        """other - self, for a number or an ndarray on the left."""
+        return self.sub(other, _reflected=True)
+
+    def __rmul__(self, other):
+        """other * self, for a number or an ndarray on the left."""
+        return self.mul(other, _reflected=True)
+
+    def __rtruediv__(self, other):
+        """other / self, for a number or an ndarray on the left."""
+        return self.div(other, _reflected=True)
+
+    def __rpow__(self, other):
+        """other ** self, for a number or an ndarray as the base."""
+        return self.pow(other, _reflected=True)
 
     # ------------------------------------------------------------ comparisons (no grad)
+
     def _compare(self, other, fn, op):
         a, b = self._binary_inputs(other, op)
         return Tensor(fn(a.data, b.data))
 
-    __lt__ = lambda self, o: self._compare(o, np.less, "lt")
-    __le__ = lambda self, o: self._compare(o, np.less_equal, "le")
-    __gt__ = lambda self, o: self._compare(o, np.greater, "gt")
-    __ge__ = lambda self, o: self._compare(o, np.greater_equal, "ge")
-    eq = lambda self, o: self._compare(o, np.equal, "eq")
-    ne = lambda self, o: self._compare(o, np.not_equal, "ne")
+    def __lt__(self, other):
+        """self < other elementwise, broadcasting, as a bool tensor (no grad), like torch.lt."""
+        return self._compare(other, np.less, "lt")
+
+    def __le__(self, other):
+        """self <= other elementwise, broadcasting, as a bool tensor (no grad), like torch.le."""
+        return self._compare(other, np.less_equal, "le")
+
+    def __gt__(self, other):
+        """self > other elementwise, broadcasting, as a bool tensor (no grad), like torch.gt."""
+        return self._compare(other, np.greater, "gt")
+
+    def __ge__(self, other):
+        """self >= other elementwise, broadcasting, as a bool tensor (no grad), like torch.ge."""
+        return self._compare(other, np.greater_equal, "ge")
+
+    def eq(self, other):
+        """Returns self == other elementwise as a bool tensor (no grad), like torch.eq; or `==`."""
+        return self._compare(other, np.equal, "eq")
+
+    def ne(self, other):
+        """Returns self != other elementwise as a bool tensor (no grad), like torch.ne; or `!=`."""
+        return self._compare(other, np.not_equal, "ne")
+
     __eq__ = eq
     __ne__ = ne
 
     def __invert__(self):
+        """~t of a bool tensor: elementwise logical not (no grad)."""
         if self.dtype != np.bool_:
             raise TypeError(f"invert: expected a bool tensor, got {self.dtype}")
         return Tensor(~self.data)
 
     def __and__(self, other):
+        """t & other: elementwise logical and, as a bool tensor (no grad)."""
         return Tensor(np.logical_and(self.data, _as_array(other)))
 
     def __or__(self, other):
+        """t | other: elementwise logical or, as a bool tensor (no grad)."""
         return Tensor(np.logical_or(self.data, _as_array(other)))
 
     # ------------------------------------------------------------ elementwise
+
     def exp(self):
+        """Returns e ** x elementwise, like torch.exp."""
         out = np.exp(self.data)
         return self._make(out, "exp", (self,), lambda g: (g * out,))
 
     def log(self):
+        """Returns the natural logarithm elementwise, like torch.log."""
         x = self.data
         return self._make(np.log(x), "log", (self,), lambda g: (g / x,))
 
     def sqrt(self):
+        """Returns the square root elementwise, like torch.sqrt."""
         out = np.sqrt(self.data)
         return self._make(out, "sqrt", (self,), lambda g: (g / (2 * out),))
 
     def sin(self):
+        """Returns the sine elementwise (radians), like torch.sin."""
         x = self.data
         return self._make(np.sin(x), "sin", (self,), lambda g: (g * np.cos(x),))
 
     def cos(self):
+        """Returns the cosine elementwise (radians), like torch.cos."""
         x = self.data
         return self._make(np.cos(x), "cos", (self,), lambda g: (-g * np.sin(x),))
 
     def abs(self):
+        """Returns |x| elementwise (gradient 0 at 0), like torch.abs."""
         x = self.data
         return self._make(np.abs(x), "abs", (self,), lambda g: (g * np.sign(x),))
 
     def tanh(self):
+        """Returns the hyperbolic tangent elementwise, like torch.tanh."""
         out = np.tanh(self.data)
         return self._make(out, "tanh", (self,), lambda g: (g * (1 - out * out),))
 
     def sigmoid(self):
+        """Returns 1 / (1 + e ** -x) elementwise, stable for large |x|, like torch.sigmoid."""
         x = self.data
         out = np.exp(-np.logaddexp(0, -x)).astype(x.dtype)  # stable for large |x|
         return self._make(out, "sigmoid", (self,), lambda g: (g * out * (1 - out),))
 
     def relu(self):
+        """Returns max(x, 0) elementwise (gradient 0 at 0), like torch.relu."""
         x = self.data
         return self._make(np.maximum(x, 0), "relu", (self,), lambda g: (g * (x > 0),))
 
@@ -449,6 +594,8 @@ class Tensor:
         return self._make(x * cdf, "gelu", (self,), lambda g: (g * (cdf + x * pdf),))
 
     def maximum(self, other):
+        """Returns the elementwise max of self and other, broadcasting; a tie splits the gradient in
+        half, like torch.maximum."""
         a, b = self._binary_inputs(other, "maximum")
         out = np.maximum(a.data, b.data)
         a_wins = (a.data > b.data) + 0.5 * (a.data == b.data)
@@ -456,9 +603,12 @@ class Tensor:
                        lambda g: (_unbroadcast(g * a_wins, a.shape), _unbroadcast(g * (1 - a_wins), b.shape)))
 
     def minimum(self, other):
+        """Returns the elementwise min of self and other, broadcasting, like torch.minimum."""
         return -((-self).maximum(-self._coerce(other, "minimum")))
 
     def clamp(self, min=None, max=None):
+        """Returns x limited to [min, max] (either may be None); the gradient is 0 outside, like
+        torch.clamp. `clip` is the same."""
         x = self.data
         out = np.clip(x, min, max)
         inside = np.ones(x.shape, dtype=bool)
@@ -471,7 +621,10 @@ class Tensor:
     clip = clamp
 
     # ------------------------------------------------------------ reductions
+
     def sum(self, dim=None, keepdim: bool = False):
+        """Returns the sum over `dim` (an int or a tuple; all dims if None); keepdim keeps reduced
+        dims as size 1, like torch.sum."""
         axes = _norm_dims("sum", dim, self.ndim)
         shape = self.shape
         out = np.asarray(self.data.sum(axis=axes, keepdims=keepdim))
@@ -483,6 +636,8 @@ class Tensor:
         return self._make(out, "sum", (self,), backward)
 
     def mean(self, dim=None, keepdim: bool = False):
+        """Returns the mean over `dim` (an int or a tuple; all dims if None); keepdim keeps reduced
+        dims as size 1, like torch.mean."""
         axes = _norm_dims("mean", dim, self.ndim)
         count = self.data.size if axes is None else int(np.prod([self.shape[a] for a in axes]))
         if count == 0:
@@ -502,6 +657,7 @@ class Tensor:
         return (centered * centered).sum(dim, keepdim) * (1.0 / (count - correction))
 
     def std(self, dim=None, keepdim: bool = False, correction: int = 1):
+        """Returns sqrt(var(dim, keepdim, correction)), unbiased by default, like torch.std."""
         return self.var(dim, keepdim, correction).sqrt()
 
     def amax(self, dim=None, keepdim: bool = False):
@@ -528,17 +684,22 @@ class Tensor:
         return MaxResult(values, self.argmax(dim, keepdim))
 
     def min(self, dim=None, keepdim: bool = False):
+        """Like torch.min: over all elements a tensor; with `dim`, (values, indices)."""
         if dim is None:
             return -((-self).amax())
         return MaxResult(-((-self).amax(dim, keepdim)), self.argmin(dim, keepdim))
 
     def argmax(self, dim=None, keepdim: bool = False):
+        """Returns the index of the max along `dim` (of the flattened tensor if None) as an int64
+        tensor without grad, like torch.argmax."""
         if dim is None:
             return Tensor(np.asarray(self.data.argmax()))
         d = _norm_dim("argmax", dim, self.ndim)
         return Tensor(np.argmax(self.data, axis=d, keepdims=keepdim))
 
     def argmin(self, dim=None, keepdim: bool = False):
+        """Returns the index of the min along `dim` (of the flattened tensor if None) as an int64
+        tensor without grad, like torch.argmin."""
         if dim is None:
             return Tensor(np.asarray(self.data.argmin()))
         d = _norm_dim("argmin", dim, self.ndim)
@@ -563,6 +724,7 @@ class Tensor:
         return self._make(out, "logsumexp", (self,), backward)
 
     # ------------------------------------------------------------ softmax family (kernels)
+
     def softmax(self, dim: int = -1, scale: float = 1.0, mask=None):
         """softmax(x·scale + mask) along `dim`, stable. `mask` is boolean (True = keep) or
         additive; a fully masked row gives zeros, never NaN (see kernels.softmax)."""
@@ -581,6 +743,8 @@ class Tensor:
         return self._make(y if last else np.moveaxis(y, -1, d), "softmax", (self,), backward)
 
     def log_softmax(self, dim: int = -1):
+        """Returns log(softmax(x)) along `dim`, computed stably in one kernel, like
+        torch.log_softmax."""
         d = _norm_dim("log_softmax", dim, self.ndim)
         if self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"log_softmax: expected a float tensor, got {self.dtype}")
@@ -595,6 +759,7 @@ class Tensor:
         return self._make(y if last else np.moveaxis(y, -1, d), "log_softmax", (self,), backward)
 
     # ------------------------------------------------------------ matmul (kernels)
+
     def matmul(self, other):
         """Matrix product with NumPy's rules: 1-D operands are promoted, batch dims broadcast."""
         a, b = self, self._coerce(other, "matmul")
@@ -622,10 +787,14 @@ class Tensor:
     __matmul__ = matmul
 
     def __rmatmul__(self, other):
+        """other @ self, for an ndarray on the left."""
         return self._coerce(other, "matmul").matmul(self)
 
     # ------------------------------------------------------------ shape
+
     def reshape(self, *shape):
+        """Returns the elements in a new shape (one dim may be -1), like torch.reshape. `view` is
+        the same."""
         shape = _shape_arg(shape)
         src = self.shape
         try:
@@ -638,6 +807,8 @@ class Tensor:
     view = reshape
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
+        """Returns dims start_dim .. end_dim merged into one (a 0-d tensor becomes 1-d), like
+        torch.flatten."""
         if self.ndim == 0:
             return self.reshape(1)
         s = _norm_dim("flatten", start_dim, self.ndim)
@@ -645,6 +816,7 @@ class Tensor:
         return self.reshape(self.shape[:s] + (-1,) + self.shape[e + 1:])
 
     def permute(self, *dims):
+        """Returns the dims reordered as `dims`, like torch.permute."""
         dims = _shape_arg(dims)
         if len(dims) != self.ndim:
             raise ValueError(f"permute: got {len(dims)} dims {dims} for a tensor with {self.ndim} dims")
@@ -655,18 +827,24 @@ class Tensor:
         return self._make(self.data.transpose(dims), "permute", (self,), lambda g: (g.transpose(inverse),))
 
     def transpose(self, dim0: int = -2, dim1: int = -1):
+        """Returns dims dim0 and dim1 swapped (the last two by default), like torch.transpose."""
         d0, d1 = _norm_dim("transpose", dim0, self.ndim), _norm_dim("transpose", dim1, self.ndim)
         out = np.swapaxes(self.data, d0, d1)
         return self._make(out, "transpose", (self,), lambda g: (np.swapaxes(g, d0, d1),))
 
     def t(self):
+        """Returns a 2-d tensor transposed; other tensors as they are (torch.t refuses more than 2
+        dims)."""
         return self.transpose(0, 1) if self.ndim == 2 else self
 
     def unsqueeze(self, dim: int):
+        """Returns the tensor with a size-1 dim inserted at `dim`, like torch.unsqueeze."""
         d = _norm_dim("unsqueeze", dim, self.ndim + 1)
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
     def squeeze(self, dim=None):
+        """Returns the tensor without its size-1 dims (only `dim` if given, when it has size 1),
+        like torch.squeeze."""
         if dim is None:
             return self.reshape(tuple(n for n in self.shape if n != 1))
         d = _norm_dim("squeeze", dim, self.ndim)
@@ -675,6 +853,8 @@ class Tensor:
         return self.reshape(self.shape[:d] + self.shape[d + 1:])
 
     def expand(self, *shape):
+        """Returns size-1 dims broadcast to `shape` without copying (-1 keeps a size), like
+        torch.Tensor.expand."""
         shape = _shape_arg(shape)
         if len(shape) < self.ndim:
             raise ValueError(f"expand: target {shape} has fewer dims than the tensor's {self.shape}")
@@ -688,7 +868,10 @@ class Tensor:
         return self._make(out, "expand", (self,), lambda g: (_unbroadcast(g, src),))
 
     # ------------------------------------------------------------ indexing
+
     def __getitem__(self, index):
+        """t[index] with NumPy's basic and advanced indexing (ints, slices, None, lists, int or bool
+        tensors); repeated indices add their gradients."""
         idx = _index_arg(index)
         try:
             out = self.data[idx]
@@ -758,8 +941,10 @@ class Tensor:
                                   _unbroadcast(np.where(c, 0, g).astype(g.dtype), y.shape)))
 
     # ------------------------------------------------------------ joining
+
     @staticmethod
     def cat(tensors, dim: int = 0):
+        """Returns `tensors` joined along the existing dim `dim`, like torch.cat."""
         tensors = list(tensors)
         if not tensors:
             raise ValueError("cat: expected a non-empty list of tensors")
@@ -775,6 +960,7 @@ class Tensor:
 
     @staticmethod
     def stack(tensors, dim: int = 0):
+        """Returns `tensors` (all of one shape) joined along a new dim `dim`, like torch.stack."""
         tensors = list(tensors)
         if not tensors:
             raise ValueError("stack: expected a non-empty list of tensors")
@@ -806,10 +992,13 @@ class Tensor:
         return tuple(out)
 
     def chunk(self, chunks: int, dim: int = 0):
+        """Returns up to `chunks` pieces of ceil(size / chunks) along `dim` (the last may be
+        smaller), like torch.chunk."""
         n = self.shape[_norm_dim("chunk", dim, self.ndim)]
         return self.split(-(-n // chunks), dim)
 
     # ------------------------------------------------------------ nn-flavoured ops
+
     def dropout(self, p: float = 0.5, training: bool = True):
         """Inverted dropout: zero with probability p, scale the rest by 1/(1-p)."""
         if not 0 <= p <= 1:
@@ -863,6 +1052,7 @@ class Tensor:
 
 
 # ---------------------------------------------------------------- helpers
+
 def _shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
@@ -941,7 +1131,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- module-level API
+
 def tensor(data, requires_grad=False, dtype=None) -> Tensor:
+    """Returns Tensor(data, requires_grad=requires_grad, dtype=dtype), like torch.tensor."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)
 
 
