@@ -43,16 +43,19 @@ class _IndexedModules(Module):
             self.add_module(str(i), m)
 
     def __getitem__(self, i):
+        """The i-th module, or a new container of the modules in a slice."""
         if isinstance(i, slice):
             return type(self)._from_modules(self._items()[i])
         return self._items()[self._index(type(self).__name__, i)]
 
     def __setitem__(self, i, module):
+        """Replaces the i-th module."""
         key = list(self._modules)[self._index(type(self).__name__, i)]
         self._put("_modules", key, _check_module(type(self).__name__, module))
         module._set_name(self._child_name(key))
 
     def __delitem__(self, i):
+        """Removes the i-th module (or a slice); the rest are renumbered 0, 1, ..."""
         items = self._items()
         if isinstance(i, slice):
             del items[i]
@@ -61,21 +64,26 @@ class _IndexedModules(Module):
         self._renumber(items)
 
     def __len__(self):
+        """The number of modules."""
         return len(self._modules)
 
     def __iter__(self):
+        """Iterates over the modules in order."""
         return iter(self._items())
 
     def append(self, module: Module):
+        """Adds `module` at the end; returns self, like torch.nn.ModuleList.append."""
         self.add_module(str(len(self._modules)), _check_module(type(self).__name__, module))
         return self
 
     def extend(self, modules):
+        """Appends each module of `modules`; returns self."""
         for m in modules:
             self.append(m)
         return self
 
     def insert(self, index: int, module: Module):
+        """Inserts `module` before position `index`, renumbering the modules after it."""
         items = self._items()
         items.insert(index, _check_module(type(self).__name__, module))
         self._renumber(items)
@@ -106,6 +114,7 @@ class ModuleList(_IndexedModules):
                 child._set_name(self._child_name(attr))
 
     def forward(self, *args, **kwargs):
+        """Raises: a ModuleList is not called; iterate over it in the parent's forward."""
         raise NotImplementedError("ModuleList has no forward(); iterate over it in the parent's forward")
 
 
@@ -127,6 +136,7 @@ class Sequential(_IndexedModules):
         return Sequential(*modules)
 
     def forward(self, x):
+        """Feeds `x` through each module in order and returns the last output."""
         for m in self._modules.values():
             x = m(x)
         return x

@@ -50,7 +50,7 @@ def _as_buffer(op: str, name: str, value):
 class Module:
     """Base class of every layer and model; subclasses set attributes in __init__ and define forward."""
 
-    _name: str | None = None
+    _name = None  # str | None: the name the parent registered this module under
 
     def __init__(self):
         d = self.__dict__
@@ -61,6 +61,7 @@ class Module:
         d["training"] = True
 
     # ------------------------------------------------------------ registration
+
     def _registry(self, what: str) -> dict:
         try:
             return self.__dict__[what]
@@ -69,6 +70,8 @@ class Module:
                                  "Module.__init__() runs; call super().__init__() first") from None
 
     def __setattr__(self, name: str, value):
+        """Registers a Parameter, a Module or a buffer under `name` (as torch.nn.Module does); other
+        values are set as plain attributes."""
         d = self.__dict__
         if isinstance(value, Parameter):
             self._registry("_parameters")
@@ -108,6 +111,7 @@ class Module:
         d["_non_persistent"].discard(name)
 
     def __getattr__(self, name: str):
+        """Looks `name` up among the registered parameters, buffers and submodules."""
         d = self.__dict__
         for what in ("_parameters", "_buffers", "_modules"):
             registry = d.get(what)
@@ -116,6 +120,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str):
+        """Deletes an attribute, unregistering it if it is a parameter, buffer or submodule."""
         d = self.__dict__
         for what in ("_parameters", "_buffers", "_modules"):
             if name in d.get(what, ()):
@@ -138,6 +143,8 @@ class Module:
             self._non_persistent.add(name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Adds `param` (a Parameter or None) under `name`, like
+        torch.nn.Module.register_parameter."""
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: '{name}' must be a Parameter or None, got {type(param).__name__}")
         self._registry("_parameters")
@@ -145,6 +152,7 @@ class Module:
         self._put("_parameters", name, param)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        """Adds the submodule `module` (or None) under `name`, like torch.nn.Module.add_module."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: '{name}' must be a Module or None, got {type(module).__name__}")
         self._registry("_modules")
@@ -161,16 +169,21 @@ class Module:
         object.__setattr__(self, "_name", name)
 
     # ------------------------------------------------------------ running
+
     def forward(self, *args, **kwargs):
+        """The computation of the module; subclasses define it, and calling the module runs it."""
         raise NotImplementedError(f"{type(self).__name__} has no forward(); subclasses define it")
 
     def __call__(self, *args, **kwargs):
+        """Runs forward(*args, **kwargs); while a graph is recorded, this module becomes the scope
+        of the ops it makes (graph drawings and anomaly messages name it)."""
         if not autograd.scopes_recorded():  # inference: no graph to group, so no scope to keep
             return self.forward(*args, **kwargs)
         with autograd.module_scope(self):
             return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------ traversal
+
     def named_modules(self, prefix: str = "", memo: set | None = None, remove_duplicate: bool = True):
         """(dotted path, module) for this module and every descendant, depth first. Walked with an
         explicit stack (no nested generators), so model.eval() stays cheap and depth is unlimited."""
@@ -188,10 +201,14 @@ class Module:
                                    for name, child in module._modules.items() if child is not None]))
 
     def modules(self):
+        """Yields this module and every descendant once, depth first, like
+        torch.nn.Module.modules."""
         for _, m in self.named_modules():
             yield m
 
     def named_children(self):
+        """Yields (name, module) for each direct submodule once, like
+        torch.nn.Module.named_children."""
         seen = set()
         for name, child in self._modules.items():
             if child is not None and id(child) not in seen:
@@ -199,6 +216,7 @@ class Module:
                 yield name, child
 
     def children(self):
+        """Yields each direct submodule once, like torch.nn.Module.children."""
         for _, child in self.named_children():
             yield child
 
@@ -217,13 +235,18 @@ class Module:
         return self._named_members("_parameters", prefix, recurse)
 
     def parameters(self, recurse: bool = True):
+        """Yields every Parameter once (of descendants too unless recurse=False), the input an
+        optimizer takes, like torch.nn.Module.parameters."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True):
+        """Yields (dotted name, buffer) for every buffer once, like
+        torch.nn.Module.named_buffers."""
         return self._named_members("_buffers", prefix, recurse)
 
     def buffers(self, recurse: bool = True):
+        """Yields every buffer once, like torch.nn.Module.buffers."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
@@ -232,6 +255,7 @@ class Module:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
     # ------------------------------------------------------------ modes and grads
+
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active) for this module and all descendants."""
         if not isinstance(mode, bool):
@@ -241,13 +265,16 @@ class Module:
         return self
 
     def eval(self) -> Module:
+        """Evaluation mode (dropout off) for this module and all descendants: train(False)."""
         return self.train(False)
 
     def zero_grad(self) -> None:
+        """Sets the grad of every parameter to None, like torch.nn.Module.zero_grad."""
         for p in self.parameters():
             p.grad = None
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Sets requires_grad of every parameter (False freezes them); returns self."""
         for p in self.parameters():
             p.requires_grad = requires_grad
         return self
@@ -273,12 +300,15 @@ class Module:
         return self
 
     def double(self) -> Module:
+        """Casts every floating parameter and buffer to float64 in place; returns self."""
         return self.to(np.float64)
 
     def float(self) -> Module:
+        """Casts every floating parameter and buffer to float32 in place; returns self."""
         return self.to(np.float32)
 
     # ------------------------------------------------------------ state
+
     def _state_items(self):
         """(name, tensor) for every parameter and persistent buffer, shared ones under every name."""
         for path, module in self.named_modules(remove_duplicate=False):
@@ -332,10 +362,13 @@ class Module:
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------ printing
+
     def extra_repr(self) -> str:
+        """The text inside the parentheses of repr() (e.g. layer sizes); subclasses override it."""
         return ""
 
     def __repr__(self):
+        """The layer and its submodules, one per line, as torch prints an nn.Module."""
         lines = [f"({name}): " + _indent(repr(child)) for name, child in self._modules.items()]
         extra = self.extra_repr()
         if not lines:

@@ -105,6 +105,8 @@ class Adam(Optimizer):
         check_number(name, "weight_decay", group["weight_decay"])
 
     def step(self) -> None:
+        """One Adam (or AdamW) update of every parameter that has a grad, in place, like
+        torch.optim.Adam.step."""
         update = adam_update_numba if use_numba() else adam_update_numpy
         for group in self.param_groups:
             lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]

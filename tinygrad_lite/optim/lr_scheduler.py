@@ -30,9 +30,12 @@ class LRScheduler:
         self.step()
 
     def get_lr(self) -> list[float]:
+        """The lr of each param group at `last_epoch`; each schedule defines it."""
         raise NotImplementedError
 
     def step(self) -> None:
+        """Advances `last_epoch` by one and sets each param group's lr; call it after
+        optimizer.step()."""
         self.last_epoch += 1
         lrs = self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, lrs):
@@ -40,6 +43,7 @@ class LRScheduler:
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def get_last_lr(self) -> list[float]:
+        """The lr of each param group as set by the last step(), like torch's get_last_lr()."""
         return list(self._last_lr)
 
     def state_dict(self) -> dict:
@@ -48,6 +52,7 @@ class LRScheduler:
                 and not (isinstance(v, list) and any(callable(x) for x in v))}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Restores the attributes saved by state_dict() (resume where it stopped)."""
         self.__dict__.update(state_dict)
 
 
@@ -62,6 +67,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """base_lr · gamma^(last_epoch // step_size) for each param group."""
         return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
 
 
@@ -76,6 +82,8 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """eta_min + (base_lr − eta_min)·(1 + cos(π·last_epoch / T_max)) / 2 for each param
+        group."""
         cosine = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
 
@@ -93,6 +101,7 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """base_lr · lr_lambda(last_epoch) for each param group."""
         return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
 
 
@@ -116,8 +125,11 @@ class NoamLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def factor(self, step: int) -> float:
+        """The paper's multiplier at `step` (from 1): d_model^−0.5 · min(step^−0.5, step ·
+        warmup^−1.5)."""
         return self.d_model ** -0.5 * min(step ** -0.5, step * self.warmup ** -1.5)
 
     def get_lr(self):
+        """base_lr · factor(last_epoch + 1) for each param group."""
         f = self.factor(self.last_epoch + 1)
         return [base * f for base in self.base_lrs]

@@ -44,6 +44,8 @@ class Optimizer:
             self.add_param_group(group)
 
     def add_param_group(self, group: dict) -> None:
+        """Adds a group {'params': [...], <hyperparameter>: value} whose values override the
+        defaults, like torch.optim.Optimizer.add_param_group."""
         name = type(self).__name__
         if not isinstance(group, dict) or "params" not in group:
             raise TypeError(f"{name}: a parameter group must be a dict with a 'params' entry, got {group!r:.80}")
@@ -76,9 +78,11 @@ class Optimizer:
                 p.grad = None
 
     def step(self) -> None:
+        """Updates every parameter that has a grad, in place; each optimizer defines it."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ state
+
     def state_dict(self) -> dict:
         """{'state': {index: {name: ndarray | number}}, 'param_groups': [{hyperparameters, 'params': [index]}]}.
         Only JSON-able values and ndarrays (copies), so it fits a safetensors checkpoint."""
@@ -134,6 +138,7 @@ class Optimizer:
         self.state = new_state
 
     def __repr__(self):
+        """The optimizer's name and each param group's hyperparameters, as torch prints them."""
         lines = [f"{type(self).__name__} ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")

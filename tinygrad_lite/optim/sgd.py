@@ -29,6 +29,8 @@ class SGD(Optimizer):
                              f"{group['momentum']}, dampening={group['dampening']}")
 
     def step(self) -> None:
+        """One SGD update of every parameter that has a grad, in place, like
+        torch.optim.SGD.step."""
         for group in self.param_groups:
             lr, mu, damp = group["lr"], group["momentum"], group["dampening"]
             wd, nesterov = group["weight_decay"], group["nesterov"]
