@@ -101,10 +101,10 @@ class Tensor:
     and `backward()` fills `.grad` of every tensor made with requires_grad=True that the result
     depends on.
 
-    dtypes: Python floats and lists become float32, as in PyTorch; a float32 or float64 ndarray
-    keeps its dtype, ints and bools stay int64 and bool (they cannot require grad). A Python number
-    operand takes the tensor's dtype, and ops refuse to mix float32 with float64 rather than
-    silently promote: convert one side with .float() or .double().
+    dtypes: Python floats (and lists of them) become float32, as in PyTorch; a float32 or float64
+    ndarray keeps its dtype; integer and bool data keep theirs (Python ints give int64) and cannot
+    require grad. A Python number operand takes the tensor's dtype, and ops refuse to mix float32
+    with float64 rather than silently promote: convert one side with .float() or .double().
 
     >>> x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     >>> (x * x).sum().backward()
@@ -115,10 +115,10 @@ class Tensor:
 
     __slots__ = {  # a dict: help() shows the values as the attributes' docstrings
         "data": "The values: a NumPy ndarray (what .numpy() returns, shared, not copied).",
-        "grad": "The gradient as an ndarray of the tensor's shape once backward() reached it, "
-                "else None (PyTorch keeps a Tensor here).",
-        "requires_grad": "Whether ops record this tensor so that backward() reaches it, "
-                         "like torch's .requires_grad.",
+        "grad": "The gradient (an ndarray of the tensor's shape) once backward() reached it, "
+                "else None.",
+        "requires_grad": "Whether ops record this tensor so backward() reaches it "
+                         "(torch's .requires_grad).",
         "_op": "Name of the op that made the tensor; '' for a leaf.",
         "_prev": "The op's inputs, in order (empty unless the op was recorded).",
         "_backward": "Maps the output's gradient to one gradient per input (None for a leaf).",
@@ -131,6 +131,8 @@ class Tensor:
     __array_priority__ = 1000  # ndarray (op) Tensor defers to Tensor's reflected op
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
+        """Wraps `data` (a number, nested lists, an ndarray or a Tensor), cast to `dtype` if
+        given."""
         self.data = _as_array(data, dtype)
         if requires_grad and self.data.dtype not in FLOAT_DTYPES:
             raise TypeError(f"Tensor: only float32/float64 tensors can require grad, got {self.data.dtype}")
