@@ -46,14 +46,14 @@ if not (EXAMPLES / "mlp.py").is_file():
     raise FileNotFoundError(f"no examples/mlp.py next to {Path(tl.__file__).parent}; open the notebooks "
                             "from a clone installed with `pip install -e '.[notebooks]'`")
 sys.path.insert(0, str(EXAMPLES))
-import mlp  # noqa: E402  (examples/mlp.py: the digits data, training loop and confusion matrix)
+import mlp  # noqa: E402  examples/mlp.py: the digits data, training loop and confusion matrix
 
 
-def show(draw):
-    """Call draw(out) with a file name in a temporary directory, display the picture inline
-    and return what draw returned (a viz.plots PlotResult: the figure and the numbers drawn)."""
+def show(plot, *args, **kwargs):
+    """Run plot(*args, out=<a file in a temporary directory>, **kwargs), display the picture
+    inline and return what plot returned (a viz.plots PlotResult: the figure and its numbers)."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = draw(Path(tmp) / "figure.png")
+        result = plot(*args, out=Path(tmp) / "figure.png", **kwargs)
         display(Image(data=Path(result.path).read_bytes(), format="png"))
     return result
 
@@ -127,8 +127,8 @@ run = mlp.train_digits("adam", epochs=30, seed=0)
 print(f"{len(run['epoch_losses'])} epochs, {len(run['losses'])} steps in {run['seconds']:.1f} s: "
       f"test accuracy {run['acc']:.3f}")
 assert run["epoch_losses"][-1] < run["epoch_losses"][0] / 10
-show(lambda out: plots.plot_loss_curves({"train loss (per minibatch)": run["losses"]}, out=out,
-                                        logy=True, title="digits: MLP 64-128-10, Adam"));
+show(plots.plot_loss_curves, {"train loss (per minibatch)": run["losses"]}, logy=True,
+     title="digits: MLP 64-128-10, Adam");
 
 # %% [markdown]
 # Rows are the true digit, columns the prediction, so everything off the diagonal is a mistake.
@@ -136,8 +136,8 @@ show(lambda out: plots.plot_loss_curves({"train loss (per minibatch)": run["loss
 # %%
 confusion = run["confusion"]
 assert confusion.sum() == len(y_test) and np.trace(confusion) == round(run["acc"] * len(y_test))
-show(lambda out: plots.plot_confusion_matrix(confusion, [str(d) for d in range(10)], out=out,
-                                             title=f"digits test set: accuracy {run['acc']:.3f}"))
+show(plots.plot_confusion_matrix, confusion, [str(d) for d in range(10)],
+     title=f"digits test set: accuracy {run['acc']:.3f}")
 off_diagonal = confusion - np.diag(np.diag(confusion))
 pairs = sorted(((int(n), t, p) for (t, p), n in np.ndenumerate(off_diagonal) if n), reverse=True)
 print("most frequent mistakes (count, true, predicted):", pairs[:5])
