@@ -108,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_explain_parser() -> argparse.ArgumentParser:
-    """The walkthrough's own flags (examples/walkthrough.py), checked here so a typo is one line."""
+    """The walkthrough's own flags (transformer.walkthrough), checked here so a typo is one line."""
     p = OneLineParser(prog="python -m transformer explain",
-                      description="the article, computed: run examples/walkthrough.py")
+                      description="the article, computed: run the walkthrough (transformer.walkthrough)")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     p.add_argument("--section", metavar="NAME", help="run one section (name or number 1-15)")
     p.add_argument("--figures", metavar="DIR", help="write the figures into DIR")
@@ -238,21 +238,21 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def load_plots():
+    """viz.plots, for the walkthrough's --figures: the CLI may import both packages, the
+    walkthrough itself (inside `transformer`) may not import `viz`."""
+    import viz.plots
+    return viz.plots
+
+
 def cmd_explain(args) -> int:
-    """Run examples/walkthrough.py's main() with the flags after `explain`."""
-    import importlib.util
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = os.path.join(here, "examples", "walkthrough.py")
-    if not os.path.isfile(script):
-        raise CLIError(f"the walkthrough script {script} is missing")
+    """Run transformer.walkthrough's main() with the flags after `explain`."""
+    from transformer.walkthrough import main as walkthrough_main
     if args.checkpoint is not None:
         check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
     if args.figures is not None:
         check_output_dir(args.figures, "--figures")
-    spec = importlib.util.spec_from_file_location("walkthrough", script)
-    walkthrough = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(walkthrough)
-    return walkthrough.main(args.walkthrough_argv)
+    return walkthrough_main(args.walkthrough_argv, load_plots=load_plots)
 
 
 def parse(argv: list) -> argparse.Namespace:
