@@ -1,13 +1,26 @@
-"""The Transformer chapter of the source article (../shared/seed/transformer-article.zh.txt),
-one claim per test, computed with our own engine."""
+"""The Transformer chapter of the source article (a Chinese beginner's guide to "Attention Is All
+You Need"), one claim per test, restated in our words and computed with our own engine; and, when
+a copy of the article is at $TINYGRAD_LITE_ARTICLE, a check that no sentence of it appears verbatim
+in the repository (the project paraphrases it, keeping its numbers and formulas)."""
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
+from article_overlap import cjk_windows, clauses, overlaps, repository_files, scan
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor
 from tinygrad_lite.nn import LayerNorm
-from transformer import (EncoderLayer, MultiHeadAttention, PositionalEncoding, Transformer, causal_mask,
-                         scaled_dot_product_attention, sinusoidal_table)
+from transformer import (
+    EncoderLayer,
+    MultiHeadAttention,
+    PositionalEncoding,
+    Transformer,
+    causal_mask,
+    scaled_dot_product_attention,
+    sinusoidal_table,
+)
 
 SENTENCE = "这是一个苹果"  # the article's running example: 6 tokens
 
@@ -127,3 +140,27 @@ def test_claim9_eight_heads_of_64_concatenate_back_to_512():
     heads = mha.split_heads(x)
     assert heads.shape == (2, 8, 6, 64)
     np.testing.assert_array_equal(mha.merge_heads(heads).data, x.data)
+
+
+# ---------------------------------------------------------------- no verbatim quotes
+ARTICLE = os.environ.get("TINYGRAD_LITE_ARTICLE")
+
+
+def test_overlap_finds_a_quoted_clause_and_a_long_chinese_run_but_not_a_paraphrase():
+    article = "背景\n这是文章里的一句相当长的中文句子，接着是用来测试逐字引用检查的第二个分句。短句。"
+    assert clauses(article) == {"这是文章里的一句相当长的中文句子", "接着是用来测试逐字引用检查的第二个分句"}
+    assert overlaps(article, "x = 1  # 这是文章里的一句相当长的中文句子")[0] == "这是文章里的一句相当长的中文句子"
+    # a 12-character run is found even when it is cut out of its clause and spaced differently
+    assert set(overlaps(article, "说的是：用来测试逐字 引用检查的第二")) == {"用来测试逐字引用检查的第",
+                                                                 "来测试逐字引用检查的第二"}
+    assert "文章里的一句相当长的中文" in cjk_windows(article) and "短句" not in "".join(cjk_windows(article))
+    assert overlaps(article, "换个说法：这句话很长，是专门为了检查而写的。") == []
+    assert overlaps("公式 scaled_dot_product_attention(q, k, v)", "scaled_dot_product_attention(q, k, v)") == []
+
+
+@pytest.mark.skipif(not ARTICLE or not Path(ARTICLE).is_file(),
+                    reason="set TINYGRAD_LITE_ARTICLE to a copy of the article to check for verbatim quotes")
+def test_no_sentence_of_the_article_appears_verbatim_in_the_repository():
+    article = Path(ARTICLE).read_text(encoding="utf-8")
+    found = scan(article, repository_files(Path(__file__).resolve().parents[1]))
+    assert found == {}, "\n".join(f"{path}: {hit}" for path, hits in found.items() for hit in hits)
