@@ -96,9 +96,10 @@ np.testing.assert_allclose(weights.data.sum(-1), 1.0, rtol=1e-5)
 
 # %% [markdown]
 # An untrained layer has nothing to prefer yet: its heads spread their weight almost evenly.
+# (The first four of the eight heads.)
 
 # %%
-show(plots.plot_attention, weights.data[0], tokens, title="untrained layer",
+show(plots.plot_attention, weights.data[0, :4], tokens, title="untrained layer",
      kind="encoder self-attention");
 
 # %% [markdown]

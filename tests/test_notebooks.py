@@ -87,3 +87,7 @@ def test_notebook_runs_shows_pictures_and_writes_no_files(source):
     assert not [out for out in outputs if out.output_type == "error"]
     images = [kind for out in outputs for kind in out.get("data", {}) if kind in IMAGE_TYPES]
     assert images, f"{source.name} displayed no picture (expected {' or '.join(IMAGE_TYPES)} outputs)"
+    graphs_not_drawn = [cell.source.splitlines()[-1] for cell in notebook.cells
+                        if cell.cell_type == "code" and "draw_graph(" in cell.source
+                        and not any(kind in out.get("data", {}) for out in cell.outputs for kind in IMAGE_TYPES)]
+    assert not graphs_not_drawn, f"{source.name}: no picture from the cells ending {graphs_not_drawn}"
