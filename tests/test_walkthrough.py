@@ -271,6 +271,9 @@ def test_figures_are_written(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
     for number in range(1, 16):
         assert f"§{number} " in proc.stdout
+    # every section names the article's section its claims come from, and states them in our words
+    assert proc.stdout.count("[文章小节 article section: ") == 15
+    assert proc.stdout.count("论点（转述）") == proc.stdout.count("claim (paraphrased): ") >= 15
     assert "✗" in proc.stdout  # §11: the whole base model is not 2/3 FFN
 
 

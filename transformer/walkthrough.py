@@ -328,7 +328,8 @@ def section_attention(figures=None) -> dict:
     matrix_lines(weights.data, 2, 6)
     note("文中逐行展开 QKᵀ 时，第 i 行的第一项写成了 q_i·k_i（第 2 行从 q₂·k₂ 起），是笔误："
          "(i, j) 处是 q_i·k_j，所以每一行都从 k₁ 开始",
-         f"the article's row listing starts row i at “token i query · token i key”; entry (i, j) is q_i·k_j, "
+         f"the article's row-by-row expansion of QKᵀ starts row i with q_i·k_i (row 2 with q₂·k₂), a slip: "
+         f"entry (i, j) is q_i·k_j, "
          f"so every row starts with token 1's key: (QKᵀ)[2,1] = {scores.data[1, 0]:.3f} = q₂·k₁ = "
          f"{float(q.data[1] @ k.data[0]):.3f}")
     files = [] if figures is None else [
