@@ -81,8 +81,9 @@ def main(argv=None) -> int:
     for path, hits in found.items():
         for hit in hits:
             print(f"{path}: {hit}")
+    hits = sum(map(len, found.values()))
     print(f"{len(files)} files, {len(clauses(article))} clauses and {len(cjk_windows(article))} "
-          f"{MIN_CHARS}-character CJK runs of the article: {sum(map(len, found.values()))} verbatim hits")
+          f"{MIN_CHARS}-character CJK runs of the article: {hits} verbatim hits")
     return 1 if found else 0
 
 

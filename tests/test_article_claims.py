@@ -147,19 +147,22 @@ ARTICLE = os.environ.get("TINYGRAD_LITE_ARTICLE")
 
 
 def test_overlap_finds_a_quoted_clause_and_a_long_chinese_run_but_not_a_paraphrase():
-    article = "背景\n这是文章里的一句相当长的中文句子，接着是用来测试逐字引用检查的第二个分句。短句。"
-    assert clauses(article) == {"这是文章里的一句相当长的中文句子", "接着是用来测试逐字引用检查的第二个分句"}
-    assert overlaps(article, "x = 1  # 这是文章里的一句相当长的中文句子")[0] == "这是文章里的一句相当长的中文句子"
+    first, second = "这是文章里的一句相当长的中文句子", "接着是用来测试逐字引用检查的第二个分句"
+    article = f"背景\n{first}，{second}。短句。"
+    assert clauses(article) == {first, second}
+    assert overlaps(article, f"x = 1  # {first}")[0] == first
     # a 12-character run is found even when it is cut out of its clause and spaced differently
-    assert set(overlaps(article, "说的是：用来测试逐字 引用检查的第二")) == {"用来测试逐字引用检查的第",
-                                                                 "来测试逐字引用检查的第二"}
-    assert "文章里的一句相当长的中文" in cjk_windows(article) and "短句" not in "".join(cjk_windows(article))
+    assert set(overlaps(article, "说的是：用来测试逐字 引用检查的第二")) == {
+        "用来测试逐字引用检查的第", "来测试逐字引用检查的第二"}
+    windows = cjk_windows(article)
+    assert "文章里的一句相当长的中文" in windows and "短句" not in "".join(windows)
     assert overlaps(article, "换个说法：这句话很长，是专门为了检查而写的。") == []
-    assert overlaps("公式 scaled_dot_product_attention(q, k, v)", "scaled_dot_product_attention(q, k, v)") == []
+    code = "scaled_dot_product_attention(q, k, v)"
+    assert overlaps(f"公式 {code}", code) == []
 
 
 @pytest.mark.skipif(not ARTICLE or not Path(ARTICLE).is_file(),
-                    reason="set TINYGRAD_LITE_ARTICLE to a copy of the article to check for verbatim quotes")
+                    reason="set TINYGRAD_LITE_ARTICLE to a copy of the article to check for quotes")
 def test_no_sentence_of_the_article_appears_verbatim_in_the_repository():
     article = Path(ARTICLE).read_text(encoding="utf-8")
     found = scan(article, repository_files(Path(__file__).resolve().parents[1]))

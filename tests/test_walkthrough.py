@@ -23,13 +23,15 @@ SCRIPT = ROOT / "examples" / "walkthrough.py"
 LOOKUP_SOFTMAX_3_DECIMALS = [0.789]
 LOOKUP_SOFTMAX_4_DECIMALS = [0.0001, 0.1068, 0.0393, 0.0648]
 T10_SOFTMAX = [0.1255, 0.1533, 0.0342, 0.6870]
-FIGURES = ["positional_encoding.png", "softmax_temperature.png", "attention_6_tokens.png", "gradient_descent.png"]
+FIGURES = ["positional_encoding.png", "softmax_temperature.png", "attention_6_tokens.png",
+           "gradient_descent.png"]
 
 
-# The command-line tests check the script's behaviour, not the kernels: the NumPy twins skip the JIT.
+# The command-line tests check the script's behaviour, not the kernels: NumPy twins skip the JIT.
 # No PYTHONPATH: the subprocesses must find `transformer` the way a user's does, as installed.
 SUBPROCESS_ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-                  "TINYGRAD_LITE_BACKEND": "numpy", "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+                  "TINYGRAD_LITE_BACKEND": "numpy", "OMP_NUM_THREADS": "1",
+                  "NUMBA_NUM_THREADS": "1"}
 
 
 def run_script(*args, cwd=None):
@@ -44,7 +46,7 @@ def test_xor_needs_a_hidden_layer_and_linear_stacks_collapse():
     assert r["single_loss"] > math.log(2) - 1e-9  # no linear model beats the constant 1/2 on XOR
     assert r["stack_correct"] < 4
     assert r["mlp_correct"] == 4
-    assert r["mlp_loss"] < 0.1 and np.abs(r["mlp_logits"]).min() > 1  # right by a margin, not by rounding
+    assert r["mlp_loss"] < 0.1 and np.abs(r["mlp_logits"]).min() > 1  # right by a margin
     assert r["collapse_error"] < 1e-12
     assert r["stack_collapse_error"] < 1e-9
 
@@ -351,8 +353,8 @@ def test_the_installed_package_holds_the_walkthrough_and_it_does_not_import_viz(
 
 
 def test_a_built_wheel_ships_the_walkthrough(tmp_path):
-    """What a non-editable `pip install .` gets: the wheel holds transformer/walkthrough.py. Built from
-    a copy of the packaging files, so the build leaves no build/ or egg-info in the checkout."""
+    """What a non-editable `pip install .` gets: the wheel holds transformer/walkthrough.py. Built
+    from a copy of the packaging files, leaving no build/ or egg-info in the checkout."""
     source = tmp_path / "src"
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for name in ("tinygrad_lite", "transformer", "viz"):
@@ -360,8 +362,9 @@ def test_a_built_wheel_ships_the_walkthrough(tmp_path):
     for name in ("setup.cfg", "pyproject.toml", "README.md", "MANIFEST.in", "setup.py"):
         if (ROOT / name).is_file():
             shutil.copy2(ROOT / name, source / name)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                           "--no-cache-dir", "-q", "-w", str(tmp_path), str(source)],
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "--no-cache-dir", "-q", "-w", str(tmp_path),
+                           str(source)],
                           check=False, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 and "No module named pip" in proc.stderr:
         pytest.skip("pip is not available")

@@ -108,8 +108,8 @@ def fmt(values, digits: int = 4) -> str:
 
 def matrix_lines(m: np.ndarray, digits: int = 2, width: int = 7) -> None:
     for row in np.asarray(m):
-        print("      " + "".join(f"{v:>{width}.{digits}f}" if np.isfinite(v) else f"{'-inf':>{width}}"
-                                  for v in row))
+        print("      " + "".join(f"{v:>{width}.{digits}f}" if np.isfinite(v)
+                                  else f"{'-inf':>{width}}" for v in row))
 
 
 def matches_printed(value: float, printed: str) -> bool:
@@ -174,36 +174,44 @@ def train_xor(sizes, activation=None, steps: int = 300, lr: float = 0.5, seed: i
 
 def section_xor(figures=None) -> dict:
     """XOR needs a hidden layer and an activation; stacked linear layers are one linear layer."""
-    heading(1, "多层神经网络与激活函数", "Multilayer networks and activations", "多层神经网络 · 激活函数")
+    heading(1, "多层神经网络与激活函数", "Multilayer networks and activations",
+            "多层神经网络 · 激活函数")
     claim("单层网络只能用一条直线分开两类，异或做不到；加一层隐藏层并配上非线性激活就能做到",
           "one layer separates the classes by one straight line, which XOR does not allow; "
           "a hidden layer with a non-linear activation solves it")
     single = train_xor([2, 1], steps=300, lr=1.0)
     mlp = train_xor([2, 8, 1], Tanh, steps=1000, lr=0.5)
-    check("single layer on XOR", f"fails ({single['correct']}/4 correct, loss {single['loss']:.4f} ≈ ln2)",
-          "cannot", single["correct"] < 4)
+    check("single layer on XOR",
+          f"fails ({single['correct']}/4 correct, loss {single['loss']:.4f} ≈ ln2)", "cannot",
+          single["correct"] < 4)
     check("2-layer MLP, tanh hidden layer",
-          f"solves it ({mlp['correct']}/4 correct, loss {mlp['loss']:.4f})", "can", mlp["correct"] == 4)
+          f"solves it ({mlp['correct']}/4 correct, loss {mlp['loss']:.4f})", "can",
+          mlp["correct"] == 4)
 
     claim("层与层之间若只有线性变换，叠多少层都只相当于一层线性变换",
           "layers that are all linear, however many, amount to one linear layer")
     stack = train_xor([2, 2, 1], steps=300, lr=0.5)
     (w1, b1), (w2, b2) = ((m.weight.data, m.bias.data) for m in stack["model"])
-    stack_collapse = float(np.abs(XOR_INPUTS @ (w2 @ w1).T + (w2 @ b1 + b2) - stack["logits"][:, None]).max())
+    collapsed = XOR_INPUTS @ (w2 @ w1).T + (w2 @ b1 + b2)
+    stack_collapse = float(np.abs(collapsed - stack["logits"][:, None]).max())
     tl.manual_seed(0)
-    first, second, third = (Linear(n_in, n_out, dtype=np.float64) for n_in, n_out in ((2, 8), (8, 8), (8, 1)))
+    first, second, third = (Linear(n_in, n_out, dtype=np.float64)
+                            for n_in, n_out in ((2, 8), (8, 8), (8, 1)))
     x = Tensor(np.random.default_rng(0).standard_normal((100, 2)))
     stacked = third(second(first(x))).data
     W = third.weight.data @ second.weight.data @ first.weight.data
-    b = third.weight.data @ (second.weight.data @ first.bias.data + second.bias.data) + third.bias.data
+    b = (third.weight.data @ (second.weight.data @ first.bias.data + second.bias.data)
+         + third.bias.data)
     collapse_error = float(np.abs(x.data @ W.T + b - stacked).max())
     show("3 stacked Linear(2→8→8→1), no activation: W = W3·W2·W1", fmt(W[0]))
-    check("stack(x) − (W x + b), max over 100 inputs", f"{collapse_error:.1e}", "equal", collapse_error < 1e-12)
-    check("trained 2-layer linear stack on XOR", f"{stack['correct']}/4 correct, same as one layer", "fails",
-          stack["correct"] < 4 and stack_collapse < 1e-9)
-    return {"single_correct": single["correct"], "single_loss": single["loss"], "mlp_correct": mlp["correct"],
-            "mlp_loss": mlp["loss"], "mlp_logits": mlp["logits"], "stack_correct": stack["correct"],
-            "collapse_error": collapse_error, "stack_collapse_error": stack_collapse}
+    check("stack(x) − (W x + b), max over 100 inputs", f"{collapse_error:.1e}", "equal",
+          collapse_error < 1e-12)
+    check("trained 2-layer linear stack on XOR", f"{stack['correct']}/4 correct, same as one layer",
+          "fails", stack["correct"] < 4 and stack_collapse < 1e-9)
+    return {"single_correct": single["correct"], "single_loss": single["loss"],
+            "mlp_correct": mlp["correct"], "mlp_loss": mlp["loss"], "mlp_logits": mlp["logits"],
+            "stack_correct": stack["correct"], "collapse_error": collapse_error,
+            "stack_collapse_error": stack_collapse}
 
 
 # ---------------------------------------------------------------- 2. gradient descent
@@ -873,8 +881,8 @@ def section_translate(figures=None, checkpoint=None) -> dict:
     files = []
     if figures is not None:
         weights, queries, keys = translator.attention_maps(SENTENCE)["cross-attention"]
-        files.append(figures.draw("translation_cross_attention.png", "plot_attention", weights, keys, queries,
-                                  kind="cross-attention", title=SENTENCE))
+        files.append(figures.draw("translation_cross_attention.png", "plot_attention", weights,
+                                  keys, queries, kind="cross-attention", title=SENTENCE))
     return {"checkpoint": str(path), "translation": translation, "matches": ok, "files": files}
 
 
@@ -883,7 +891,8 @@ SECTIONS = {
     "xor": section_xor, "descent": section_descent, "embedding": section_embedding,
     "attention": section_attention, "lookup": section_lookup, "temperature": section_temperature,
     "scaling": section_scaling, "xent-grad": section_xent_grad, "multihead": section_multihead,
-    "addnorm": section_addnorm, "ffn": section_ffn, "causal": section_causal, "cross": section_cross,
+    "addnorm": section_addnorm, "ffn": section_ffn, "causal": section_causal,
+    "cross": section_cross,
     "pe": section_pe, "translate": section_translate,
 }
 
@@ -900,16 +909,20 @@ def run(names, figures: Figures | None = None, checkpoint=None) -> dict:
 def main(argv=None, load_plots=None) -> int:
     """The command line. `load_plots()` returns the plotting module (viz.plots); it is called only
     for --figures, so the caller decides whether and how the plotting layer is imported."""
-    parser = argparse.ArgumentParser(prog="python -m transformer explain", description=__doc__.splitlines()[0])
-    parser.add_argument("--section", metavar="NAME", help=f"run one section: {', '.join(SECTIONS)} (or 1–15)")
+    parser = argparse.ArgumentParser(prog="python -m transformer explain",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--section", metavar="NAME",
+                        help=f"run one section: {', '.join(SECTIONS)} (or 1–15)")
     parser.add_argument("--figures", metavar="DIR", help="write the figures into DIR")
     parser.add_argument("--checkpoint", metavar="PATH",
-                        help=f"translator checkpoint for §15 (default {DEFAULT_CHECKPOINT} if it exists)")
+                        help=f"translator checkpoint for §15 "
+                             f"(default {DEFAULT_CHECKPOINT} if it exists)")
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--"]:  # `python -m transformer explain -- --section pe` passes the separator on
+    if argv[:1] == ["--"]:  # `python -m transformer explain -- --section pe` passes `--` on
         argv = argv[1:]
     args = parser.parse_args(argv)
-    if hasattr(sys.stdout, "reconfigure") and (sys.stdout.encoding or "").lower().replace("-", "") != "utf8":
+    encoding = (sys.stdout.encoding or "").lower().replace("-", "")
+    if hasattr(sys.stdout, "reconfigure") and encoding != "utf8":
         sys.stdout.reconfigure(errors="backslashreplace")
     names = list(SECTIONS)
     if args.section is not None:
@@ -917,8 +930,8 @@ def main(argv=None, load_plots=None) -> int:
         if chosen.isdigit() and 1 <= int(chosen) <= len(names):
             chosen = names[int(chosen) - 1]
         if chosen not in SECTIONS:
-            print(f"walkthrough: unknown section {args.section!r}; valid names: {', '.join(SECTIONS)}",
-                  file=sys.stderr)
+            print(f"walkthrough: unknown section {args.section!r}; "
+                  f"valid names: {', '.join(SECTIONS)}", file=sys.stderr)
             return 2
         names = [chosen]
     if args.checkpoint is not None and not Path(args.checkpoint).is_file():
