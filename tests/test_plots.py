@@ -6,6 +6,7 @@ import math
 import os
 import warnings
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -153,6 +154,132 @@ def test_installed_cjk_font_if_any_really_covers_chinese():
     assert fonts.font_covers(found.path, "这是一个苹果", found.index)
 
 
+# ---------------------------------------------------------------- the bundled font
+
+
+@pytest.fixture
+def no_system_cjk_font(monkeypatch):
+    """The default search as on a machine with no CJK font installed (the pip-only case)."""
+    monkeypatch.delenv(fonts.FONT_ENV, raising=False)
+    monkeypatch.setattr(fonts, "_installed_cjk_font", lambda: None)
+
+
+@pytest.fixture
+def no_bundled_font(monkeypatch, tmp_path, no_system_cjk_font):
+    """As if the package had been installed without its font file."""
+    monkeypatch.setattr(fonts, "BUNDLED_FONT_PATH", str(tmp_path / "missing.otf"))
+    fonts.bundled_cjk_font.cache_clear()
+    yield
+    fonts.bundled_cjk_font.cache_clear()
+
+
+def glyph_pixels(text, properties):
+    """The ink of `text` drawn alone at 40 pt with `properties`, as a grey-level array."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(0.8, 0.8), dpi=100)
+    FigureCanvasAgg(figure)
+    figure.text(0.5, 0.5, text, fontproperties=properties, size=40, ha="center", va="center")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
+        figure.canvas.draw()
+    return 255 - np.asarray(figure.canvas.buffer_rgba())[..., 0].astype(int)
+
+
+def test_glyph_check_detects_missing_glyph_boxes():
+    """The check below can fail: without CJK glyphs, every character is the same box."""
+    dejavu = font_manager.FontProperties(family="DejaVu Sans")
+    assert np.array_equal(glyph_pixels("苹", dejavu), glyph_pixels("果", dejavu))
+    assert not np.array_equal(glyph_pixels("a", dejavu), glyph_pixels("b", dejavu))
+
+
+@pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg"])
+def test_attention_labels_draw_real_chinese_glyphs_with_no_cjk_font_installed(
+    tmp_path, no_system_cjk_font, suffix
+):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = plots.plot_attention(
+            attention_weights((6, 4)),
+            TARGET,
+            SOURCE,
+            out=tmp_path / f"a{suffix}",
+            kind="cross-attention",
+            title="这是一个苹果",
+            dpi=DPI,
+        )
+    labels = {label.get_text(): label for label in result.figure.axes[0].get_yticklabels()}
+    assert set(labels) == set(SOURCE)
+    resolved = {font_manager.findfont(label.get_fontproperties()) for label in labels.values()}
+    assert resolved == {fonts.BUNDLED_FONT_PATH}
+    title = next(t for t in result.figure.findobj(Text) if "苹果" in t.get_text())
+    assert font_manager.findfont(title.get_fontproperties()) == fonts.BUNDLED_FONT_PATH
+    drawn = {ch: glyph_pixels(ch, labels[ch].get_fontproperties()) for ch in SOURCE}
+    for ch, pixels in drawn.items():
+        assert pixels.max() > 100, f"{ch!r} drew no ink"
+    distinct = {pixels.tobytes() for pixels in drawn.values()}
+    assert len(distinct) == len(SOURCE), "some characters drew the same missing-glyph box"
+
+
+def test_bundled_font_covers_gb2312_and_the_corpus():
+    from transformer.data import builtin_corpus
+
+    font = fonts.bundled_cjk_font()
+    assert font is not None and font.name == fonts.BUNDLED_FONT_FAMILY
+    assert os.path.getsize(font.path) < 3_000_000
+    level_1 = "".join(
+        bytes((high, low)).decode("gb2312")
+        for high in range(0xB0, 0xD8)
+        for low in range(0xA1, 0xFF)
+        if (high, low) <= (0xD7, 0xF9)
+    )
+    assert len(level_1) == 3755
+    corpus = {ch for pairs in builtin_corpus().values() for zh, _ in pairs for ch in zh}
+    punctuation = "，。？！：；、“”‘’（）《》…—·～"
+    for text in (level_1, "".join(sorted(corpus)), punctuation, "abc XYZ 0123 -> <eos>"):
+        assert fonts.uncovered_characters(font, text) == ""
+    assert fonts.uncovered_characters(font, "苹果🍎") == "🍎"
+    licence = Path(font.path).with_name("OFL.txt").read_text(encoding="utf-8")
+    assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Noto Sans SC" in licence
+
+
+def test_font_env_var_chooses_the_font(monkeypatch, tmp_path):
+    tiny = make_font(tmp_path / "tiny.ttf", "苹果")
+    for value, expected in [("none", None), ("bundled", fonts.BUNDLED_FONT_PATH), (tiny, tiny)]:
+        monkeypatch.setenv(fonts.FONT_ENV, value)
+        found = fonts.find_cjk_font()
+        assert (found and found.path) == expected
+    monkeypatch.setenv(fonts.FONT_ENV, str(tmp_path / "nope.ttf"))
+    with pytest.raises(FileNotFoundError, match="TINYGRAD_LITE_CJK_FONT=.*nope.ttf"):
+        fonts.find_cjk_font()
+    monkeypatch.setenv(fonts.FONT_ENV, entry_named("DejaVu Sans").fname)
+    with pytest.raises(ValueError, match="no Chinese glyphs"):
+        fonts.find_cjk_font()
+
+
+def test_missing_font_warning_names_the_chinese_text_not_the_title(tmp_path, no_bundled_font):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plots.plot_attention(
+            attention_weights((4, 4)),
+            TARGET,
+            out=tmp_path / "dec.png",
+            kind="decoder self-attention",
+            title="这是一个苹果",
+            dpi=DPI,
+        )
+    messages = [str(w.message) for w in caught if w.category is plots.MissingCJKFontWarning]
+    assert len(messages) == 1, [str(w.message) for w in caught]
+    assert "'这是一个苹果'" in messages[0] and "decoder" not in messages[0]
+    assert "missing.otf" in messages[0] and "reinstall" in messages[0]
+
+
+def test_characters_the_font_lacks_are_named(tmp_path, tiny_cjk_font):
+    with pytest.warns(plots.MissingCJKFontWarning, match="no glyph for '猫狗'"):
+        plots.plot_attention(attention_weights((4, 4)), list("猫狗苹果"), out=tmp_path / "a.png")
+
+
 # ---------------------------------------------------------------- attention
 
 
@@ -245,6 +372,66 @@ def test_plot_attention_rejects_mismatched_shapes(tmp_path):
     with pytest.raises(TypeError, match="list of token strings"):
         plots.plot_attention(np.ones((6, 6)), "这是一个苹果", out=out)
     assert not out.exists()
+
+
+def suptitles(figure):
+    """The suptitle of the figure and of each subfigure, top to bottom."""
+    found = [figure._suptitle.get_text()] if figure._suptitle is not None else []
+    return found + [sub._suptitle.get_text() for sub in figure.subfigs if sub._suptitle is not None]
+
+
+def test_attention_title_names_the_kind_once(tmp_path):
+    weights, out = attention_weights((6, 6)), tmp_path / "a.svg"
+    plain = plots.plot_attention(weights, SOURCE, out=out, kind="encoder self-attention",
+                                 title="这是一个苹果")
+    assert suptitles(plain.figure) == ["encoder self-attention — 这是一个苹果"]
+    named = plots.plot_attention(weights, SOURCE, out=out, kind="encoder self-attention",
+                                 title="Encoder self-attention: 这是一个苹果")
+    assert suptitles(named.figure) == ["Encoder self-attention: 这是一个苹果"]
+
+
+def translator_maps(n_layers=2, n_heads=3):
+    """What Translator.attention_maps returns for 这是一个苹果 -> this is an apple."""
+    src, tgt = [*SOURCE, "<eos>"], ["<bos>", *TARGET]
+    return {
+        "cross-attention": (attention_weights((n_layers, n_heads, 5, 7), 1), tgt, src),
+        "encoder self-attention": (attention_weights((n_layers, n_heads, 7, 7), 2), src, src),
+        "decoder self-attention": (attention_weights((n_layers, n_heads, 5, 5), 3), tgt, tgt),
+    }
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_plot_attention_maps_puts_every_kind_in_one_figure(tmp_path, suffix):
+    maps = translator_maps()
+    out = tmp_path / f"attn{suffix}"
+    result = plots.plot_attention_maps(maps, out, title="这是一个苹果 → this is an apple", dpi=DPI)
+    assert [p.name for p in tmp_path.iterdir()] == [out.name] and result.path == out
+    kinds = ["encoder self-attention", "decoder self-attention", "cross-attention"]
+    assert result.data["kinds"] == kinds
+    assert suptitles(result.figure) == ["这是一个苹果 → this is an apple", *kinds]
+    for section, kind in zip(result.figure.subfigs, kinds):
+        weights, queries, keys = maps[kind]
+        heatmaps = [ax for ax in section.axes if ax.images]
+        assert len(heatmaps) == 2 * 3
+        np.testing.assert_array_equal(heatmaps[0].images[0].get_array(), weights[0, 0])
+        assert [t.get_text() for t in heatmaps[0].get_yticklabels()] == queries
+        assert [t.get_text() for t in heatmaps[-1].get_xticklabels()] == keys
+    if suffix == ".png":
+        assert_real_png(out)
+
+
+def test_plot_attention_maps_kinds_and_bad_input(tmp_path):
+    maps, out = translator_maps(1, 2), tmp_path / "a.png"
+    one = plots.plot_attention_maps(maps, out, kinds=["cross-attention"], dpi=DPI)
+    assert suptitles(one.figure) == ["cross-attention"]
+    with pytest.raises(ValueError, match=r"kinds \['encoder'\] not in maps"):
+        plots.plot_attention_maps(maps, out, kinds=["encoder"])
+    with pytest.raises(TypeError, match="non-empty dict kind"):
+        plots.plot_attention_maps({}, out)
+    bad = {"cross-attention": (attention_weights((1, 2, 5, 6)), ["<bos>", *TARGET], SOURCE[:5])}
+    with pytest.raises(ValueError, match="T_k=6 .*src_tokens has 5"):
+        plots.plot_attention_maps(bad, tmp_path / "bad.png")
+    assert not (tmp_path / "bad.png").exists()
 
 
 # ---------------------------------------------------------------- output handling
@@ -431,6 +618,17 @@ def test_loss_curves_sweep_mapping_draws_one_labelled_curve_each(tmp_path):
     for line, values in zip(ax.get_lines(), sweep.values()):
         np.testing.assert_array_equal(line.get_ydata(), values)
         np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(values) + 1))
+
+
+def test_loss_curves_say_why_training_loss_is_higher(tmp_path):
+    records = [{"step": s, "train_loss": 3.0 / s + 1.5, "dev_loss": 2.0 / s} for s in range(1, 6)]
+    result = plots.plot_loss_curves(records, tmp_path / "loss.png", dpi=DPI)
+    legend = [t.get_text() for t in result.figure.axes[0].get_legend().get_texts()]
+    assert legend == [plots.METRIC_LABELS["train_loss"], plots.METRIC_LABELS["dev_loss"]]
+    assert "label smoothing" in legend[0] and "dropout" in legend[0]
+    assert "dropout" in legend[1] and "smoothing" not in legend[1]
+    own = plots.plot_loss_curves(records, tmp_path / "l.png", labels={"dev_loss": "held out"})
+    assert [line.get_label() for line in own.figure.axes[0].get_lines()][1] == "held out"
 
 
 def test_loss_curves_from_records_with_epoch_only(tmp_path):

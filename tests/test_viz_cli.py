@@ -6,6 +6,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
@@ -131,15 +132,18 @@ def checkpoint(tmp_path_factory):
     return path
 
 
-def test_attention_writes_one_heatmap_per_kind(tmp_path, checkpoint):
+def test_attention_writes_all_kinds_to_the_one_file_asked_for(tmp_path, checkpoint):
     out = tmp_path / "attn.png"
     done = run_viz("attention", "--checkpoint", checkpoint, SENTENCE, "--out", out)
     assert done.returncode == 0, done.stderr
-    expected = [tmp_path / f"attn.{kind}.png" for kind in ("encoder", "decoder", "cross")]
-    assert done.stdout.strip().splitlines() == [str(p) for p in expected]
-    for path in expected:
-        image = mpimg.imread(path)
-        assert min(image.shape[:2]) > 100 and image[..., :3].std() > 0.02
+    assert done.stdout.strip().splitlines() == [str(out)]
+    assert [p.name for p in tmp_path.iterdir()] == ["attn.png"]
+    image = mpimg.imread(out)
+    assert min(image.shape[:2]) > 100 and image[..., :3].std() > 0.02
+    cross = tmp_path / "cross.png"
+    assert run_viz("attention", "--checkpoint", checkpoint, SENTENCE, "--kind", "cross", "--out",
+                   cross).returncode == 0
+    assert mpimg.imread(cross).shape[0] < image.shape[0] / 2, "--kind all should stack three sections"
 
 
 def test_attention_single_kind_goes_to_the_exact_path(tmp_path, checkpoint):
@@ -148,6 +152,31 @@ def test_attention_single_kind_goes_to_the_exact_path(tmp_path, checkpoint):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out) and [p.name for p in tmp_path.iterdir()] == ["cross.svg"]
     ET.parse(out)
+
+
+def run_translate(*args):
+    return subprocess.run([sys.executable, "-m", "transformer", "translate", *map(str, args)], cwd=REPO,
+                          env={**os.environ, "TINYGRAD_LITE_BACKEND": "numpy"}, check=False,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_translate_show_attention_writes_the_same_one_figure(tmp_path, checkpoint):
+    """Both commands draw through one function: same file name, same picture."""
+    shown, drawn = tmp_path / "shown" / "attn.png", tmp_path / "drawn" / "attn.png"
+    done = run_translate("--checkpoint", checkpoint, SENTENCE, "--show-attention", shown)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() and f"wrote {shown}" in done.stderr.splitlines()
+    assert [p.name for p in shown.parent.iterdir()] == ["attn.png"]
+    assert run_viz("attention", "--checkpoint", checkpoint, SENTENCE, "--out", drawn).returncode == 0
+    np.testing.assert_array_equal(mpimg.imread(shown), mpimg.imread(drawn))
+
+
+def test_translate_show_attention_checks_the_name_before_translating(tmp_path, checkpoint):
+    done = run_translate("--checkpoint", checkpoint, SENTENCE, "--show-attention", tmp_path / "attn.jpg")
+    assert done.returncode == 2 and not done.stdout
+    assert "--show-attention" in done.stderr and "expected one of png, svg, pdf" in done.stderr
+    assert "--show-attention" in run_translate("--help").stdout
+    assert "ONE image" in " ".join(run_translate("--help").stdout.split())
 
 
 def test_without_a_renderer_the_dot_source_is_written(tmp_path):

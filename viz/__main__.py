@@ -3,7 +3,7 @@
     python -m viz xor --out xor.svg                       scalar MLP on XOR, one training step
     python -m viz mlp --out mlp.svg                       tensor MLP (tinygrad_lite.nn.MLP), one step
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
-    python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png
+    python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
 
 Bad input (a missing file, an unknown format, a directory that can't be written) gives one
 line on stderr and exit code 2; --debug shows the traceback instead.
@@ -107,10 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                                description="attention heatmaps (layers x heads) of a translator checkpoint")
     attn.add_argument("sentence", help="the Chinese sentence to translate, e.g. 这是一个苹果")
     attn.add_argument("--checkpoint", required=True, help="translator checkpoint (python -m transformer train)")
-    attn.add_argument("--out", required=True,
-                      help="output image (.png, .svg or .pdf); with several kinds, one file each: "
-                           "NAME.KIND.EXT")
-    attn.add_argument("--kind", choices=("encoder", "decoder", "cross", "all"), default="all")
+    attn.add_argument("--out", required=True, help=ATTENTION_OUT_HELP)
+    attn.add_argument("--kind", choices=("encoder", "decoder", "cross", "all"), default="all",
+                      help="draw only this kind's section (default: all three)")
     attn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return parser
 
@@ -210,6 +209,30 @@ def run_transformer(args) -> list:
 
 ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
                    "cross": "cross-attention"}
+ATTENTION_OUT_HELP = ("one image (.png, .svg or .pdf) with a section per kind: encoder self-attention, "
+                      "decoder self-attention, cross-attention; each a grid of layers x heads")
+
+
+def write_attention(translator, sentence: str, out, kinds=None) -> Path:
+    """Draw the attention of `translator` translating `sentence` greedily into ONE figure at
+    `out` (viz.plots.plot_attention_maps); `kinds` picks sections by short name (encoder,
+    decoder, cross; default all). Shared by `python -m viz attention` and
+    `python -m transformer translate --show-attention`. Returns the path written."""
+    from viz.plots import plot_attention_maps
+
+    if not hasattr(translator, "attention_maps"):
+        raise RuntimeError("attention: this translator has no attention_maps(sentence); update transformer/")
+    with _kernel_backend():
+        maps = translator.attention_maps(sentence)
+    wanted = [ATTENTION_KINDS[short] for short in (kinds or ATTENTION_KINDS)]
+    missing = [kind for kind in wanted if kind not in maps]
+    if missing:
+        raise RuntimeError(f"attention: the translator returned no {missing[0]!r} maps (got {', '.join(maps)})")
+    title = sentence
+    if "cross-attention" in maps:
+        greedy = [token for token in maps["cross-attention"][1][1:] if token not in ("<pad>", "<bos>", "<eos>")]
+        title = f"{sentence} → {' '.join(greedy)} (greedy)"
+    return plot_attention_maps(maps, out, title=title, kinds=wanted).path
 
 
 def run_attention(args) -> list:
@@ -222,25 +245,10 @@ def run_attention(args) -> list:
         from transformer.translator import load_translator
     except ImportError as exc:
         raise RuntimeError(f"attention: the translator is not available ({exc})") from exc
-    from viz.plots import plot_attention
 
     translator = load_translator(args.checkpoint)
-    if not hasattr(translator, "attention_maps"):
-        raise RuntimeError("attention: this translator has no attention_maps(sentence); update transformer/")
-    with _kernel_backend():
-        maps = translator.attention_maps(args.sentence)
-    wanted = list(ATTENTION_KINDS) if args.kind == "all" else [args.kind]
-    out = Path(args.out)
-    written = []
-    for short in wanted:
-        kind = ATTENTION_KINDS[short]
-        if kind not in maps:
-            raise RuntimeError(f"attention: the translator returned no {kind!r} maps (got {', '.join(maps)})")
-        weights, query_tokens, key_tokens = maps[kind]
-        path = out if len(wanted) == 1 else out.with_name(f"{out.stem}.{short}{out.suffix}")
-        result = plot_attention(weights, key_tokens, query_tokens, out=path, kind=kind)
-        written.append(result.path)
-    return written
+    kinds = None if args.kind == "all" else [args.kind]
+    return [write_attention(translator, args.sentence, args.out, kinds)]
 
 
 COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention}
@@ -258,9 +266,8 @@ def main(argv=None) -> int:
             warnings.simplefilter("always")
             check_output_path(args.out, formats=IMAGE_FORMATS.get(args.command, FORMATS), op="--out")
             written = COMMANDS[args.command](args)
-        for warning in caught:
-            if issubclass(warning.category, UserWarning):
-                print(f"viz {args.command}: warning: {_one_line(warning.message)}", file=sys.stderr)
+        for message in dict.fromkeys(_one_line(w.message) for w in caught if issubclass(w.category, UserWarning)):
+            print(f"viz {args.command}: warning: {message}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # one line for the user; --debug for the traceback

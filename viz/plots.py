@@ -83,13 +83,22 @@ def _use_cjk_font(figure: Figure, fmt: str, op: str) -> tuple[dict, bool]:
     if font is not None:
         for text in cjk_texts:
             text.set_fontproperties(font.properties(size=text.get_fontsize()))
+        missing = fonts.uncovered_characters(font, "".join(t.get_text() for t in cjk_texts))
+        if missing:
+            warnings.warn(
+                f"{op}: the font {font.name!r} has no glyph for {missing[:20]!r}, so these "
+                f"characters may show as boxes in the .{fmt}; {fonts.INSTALL_HINT}",
+                MissingCJKFontWarning,
+                stacklevel=4,
+            )
+            return {}, True
         return {}, False
     if fmt == "svg":
         return {"svg.fonttype": "none"}, True
+    shown = "".join(dict.fromkeys(ch for t in cjk_texts for ch in t.get_text() if fonts.needs_cjk_font(ch)))
     warnings.warn(
-        f"{op}: no installed font has Chinese glyphs, so characters like "
-        f"{cjk_texts[0].get_text()[:12]!r} may show as boxes in the .{fmt}; "
-        f"{fonts.INSTALL_HINT}",
+        f"{op}: no font with Chinese glyphs was found, so characters like {shown[:12]!r} may "
+        f"show as boxes in the .{fmt}; {fonts.missing_font_hint()}",
         MissingCJKFontWarning,
         stacklevel=4,
     )
@@ -148,27 +157,21 @@ def _token_rotation(tokens: Sequence[str]) -> int:
     return 0 if all(len(token) <= 2 for token in tokens) else 90
 
 
-def plot_attention(
-    weights,
-    src_tokens,
-    tgt_tokens=None,
-    out=None,
-    title=None,
-    layer_names=None,
-    *,
-    kind: str | None = None,
-    cmap: str = "viridis",
-    dpi: float = DEFAULT_DPI,
-) -> PlotResult:
-    """Attention weights softmax(QKᵀ/√d_k) as a grid of heatmaps: one row per layer, one column
-    per head; query tokens down the y axis, key tokens along the x axis.
+ATTENTION_KINDS = ("encoder self-attention", "decoder self-attention", "cross-attention")
 
-    `weights` has shape (L, h, T_q, T_k), (h, T_q, T_k) or (T_q, T_k). Keys are `src_tokens`;
-    queries are `tgt_tokens`, or `src_tokens` again for self-attention. `kind` (e.g.
-    "encoder self-attention", "decoder self-attention", "cross-attention") goes in the title.
-    """
-    op = "plot_attention"
-    path, fmt = _output_path(out, op)
+
+@dataclass
+class _AttentionPanel:
+    """One kind of attention, checked: weights (L, h, T_q, T_k), tokens and layer names."""
+
+    weights: np.ndarray
+    queries: list[str]
+    keys: list[str]
+    kind: str
+    layer_names: list[str]
+
+
+def _attention_panel(weights, src_tokens, tgt_tokens, layer_names, kind, op) -> _AttentionPanel:
     array = _as_array(weights, op, "weights")
     if array.ndim not in (2, 3, 4):
         raise ValueError(
@@ -179,7 +182,7 @@ def plot_attention(
     keys = _as_tokens(src_tokens, op, "src_tokens")
     query_name = "src_tokens" if tgt_tokens is None else "tgt_tokens"
     queries = keys if tgt_tokens is None else _as_tokens(tgt_tokens, op, "tgt_tokens")
-    n_layers, n_heads, t_q, t_k = array.shape
+    n_layers, _, t_q, t_k = array.shape
     if t_k != len(keys):
         raise ValueError(
             f"{op}: weights have T_k={t_k} key positions (last axis, shape {array.shape}) "
@@ -197,11 +200,21 @@ def plot_attention(
         raise ValueError(f"{op}: got {len(layer_names)} layer_names for {n_layers} layers")
     if kind is None:
         kind = "self-attention" if tgt_tokens is None else "cross-attention"
+    return _AttentionPanel(array, queries, keys, str(kind), layer_names)
 
+
+def _attention_size(panel: _AttentionPanel) -> tuple[float, float]:
+    n_layers, n_heads, t_q, t_k = panel.weights.shape
     panel_width = max(1.8, 0.32 * t_k + 0.9)
     panel_height = max(1.6, 0.32 * t_q + 0.7)
-    figure = _new_figure((n_heads * panel_width + 1.0, n_layers * panel_height + 0.7), dpi, op)
-    axes = figure.subplots(n_layers, n_heads, squeeze=False)
+    return n_heads * panel_width + 1.0, n_layers * panel_height + 0.7
+
+
+def _draw_attention(target, panel: _AttentionPanel, cmap: str, title: str | None) -> None:
+    """Heatmaps of one panel into `target` (a Figure or SubFigure): layers down, heads across."""
+    array, keys, queries, layer_names = panel.weights, panel.keys, panel.queries, panel.layer_names
+    n_layers, n_heads, t_q, t_k = array.shape
+    axes = target.subplots(n_layers, n_heads, squeeze=False)
     vmin = min(0.0, float(array.min()))
     vmax = max(1.0, float(array.max()))
     x_rotation = _token_rotation(keys)
@@ -230,15 +243,110 @@ def plot_attention(
                 ax.tick_params(labelleft=False)
             if n_heads > 1 and layer == 0:
                 ax.set_title(f"head {head + 1}", fontsize="medium")
-    figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="attention weight")
-    figure.suptitle(_title(title, kind))
+    target.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9, label="attention weight")
+    target.suptitle(_attention_title(panel.kind, title))
+
+
+def _attention_title(kind: str, title: str | None) -> str:
+    """The kind, then the title; the kind only once if the title already names it."""
+    if title and kind.lower() in title.lower():
+        return title
+    return _title(kind, title)
+
+
+def plot_attention(
+    weights,
+    src_tokens,
+    tgt_tokens=None,
+    out=None,
+    title=None,
+    layer_names=None,
+    *,
+    kind: str | None = None,
+    cmap: str = "viridis",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """Attention weights softmax(QKᵀ/√d_k) as a grid of heatmaps: one row per layer, one column
+    per head; query tokens down the y axis, key tokens along the x axis.
+
+    `weights` has shape (L, h, T_q, T_k), (h, T_q, T_k) or (T_q, T_k). Keys are `src_tokens`;
+    queries are `tgt_tokens`, or `src_tokens` again for self-attention. `kind` (e.g.
+    "encoder self-attention", "decoder self-attention", "cross-attention") leads the title,
+    "KIND — TITLE".
+    """
+    op = "plot_attention"
+    path, fmt = _output_path(out, op)
+    panel = _attention_panel(weights, src_tokens, tgt_tokens, layer_names, kind, op)
+    figure = _new_figure(_attention_size(panel), dpi, op)
+    _draw_attention(figure, panel, cmap, title)
     _save(figure, path, fmt, op)
     data = {
-        "weights": array,
-        "queries": queries,
-        "keys": keys,
-        "kind": kind,
-        "layer_names": layer_names,
+        "weights": panel.weights,
+        "queries": panel.queries,
+        "keys": panel.keys,
+        "kind": panel.kind,
+        "layer_names": panel.layer_names,
+    }
+    return PlotResult(path, figure, data)
+
+
+def plot_attention_maps(
+    maps: Mapping,
+    out=None,
+    title: str | None = None,
+    *,
+    kinds: Sequence[str] | None = None,
+    cmap: str = "viridis",
+    dpi: float = DEFAULT_DPI,
+) -> PlotResult:
+    """Every kind of attention of one translation in ONE figure at `out`, one section per kind
+    (encoder self-attention, decoder self-attention, cross-attention, in that order), each a
+    grid of heatmaps with layers down and heads across.
+
+    `maps` is what `Translator.attention_maps(sentence)` returns: kind -> (weights
+    (L, h, T_q, T_k), query tokens, key tokens). `kinds` picks some of them (default: all).
+    `title` (e.g. "这是一个苹果 → this is an apple .") heads the figure.
+    """
+    op = "plot_attention_maps"
+    path, fmt = _output_path(out, op)
+    if not isinstance(maps, Mapping) or not maps:
+        raise TypeError(
+            f"{op}: maps must be a non-empty dict kind -> (weights, query tokens, key tokens) "
+            f"as Translator.attention_maps returns; got {type(maps).__name__}"
+        )
+    order = [kind for kind in ATTENTION_KINDS if kind in maps]
+    order += [kind for kind in maps if kind not in order]
+    if kinds is not None:
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+        unknown = [kind for kind in kinds if kind not in maps]
+        if unknown or not kinds:
+            raise ValueError(f"{op}: kinds {unknown or kinds!r} not in maps; it has {order}")
+        order = [kind for kind in order if kind in kinds]
+    panels = []
+    for kind in order:
+        entry = maps[kind]
+        if not isinstance(entry, Sequence) or len(entry) != 3:
+            raise ValueError(
+                f"{op}: maps[{kind!r}] must be (weights, query tokens, key tokens), "
+                f"got {type(entry).__name__}"
+            )
+        weights, queries, keys = entry
+        panels.append(_attention_panel(weights, keys, queries, None, kind, op))
+    sizes = [_attention_size(panel) for panel in panels]
+    heading = 0.5 if title else 0.0
+    width = max(size[0] for size in sizes)
+    figure = _new_figure((width, sum(size[1] for size in sizes) + heading), dpi, op)
+    sections = figure.subfigures(len(panels), 1, squeeze=False, height_ratios=[s[1] for s in sizes])
+    for section, panel in zip(sections[:, 0], panels):
+        _draw_attention(section, panel, cmap, None)
+    if title:
+        figure.suptitle(title, fontsize="large", fontweight="bold")
+    _save(figure, path, fmt, op)
+    data = {
+        "kinds": [panel.kind for panel in panels],
+        "weights": {panel.kind: panel.weights for panel in panels},
+        "queries": {panel.kind: panel.queries for panel in panels},
+        "keys": {panel.kind: panel.keys for panel in panels},
     }
     return PlotResult(path, figure, data)
 
@@ -435,6 +543,15 @@ def _curves_from_mapping(metrics: Mapping, op):
     return curves, "step"
 
 
+# What the trainer's (transformer/train.py) logged losses are, so the gap between them has a reason
+# on the plot: the training loss is measured against label-smoothed targets with dropout on,
+# the dev loss is plain cross-entropy in eval mode.
+METRIC_LABELS = {
+    "train_loss": "train loss (with label smoothing and dropout)",
+    "dev_loss": "dev loss (plain cross-entropy, no dropout)",
+}
+
+
 def plot_loss_curves(
     metrics,
     out=None,
@@ -444,6 +561,7 @@ def plot_loss_curves(
     logy: bool = False,
     title: str | None = None,
     ylabel: str = "loss",
+    labels: Mapping[str, str] | None = None,
     dpi: float = DEFAULT_DPI,
 ) -> PlotResult:
     """Curves from a metrics log, on one axis.
@@ -451,6 +569,8 @@ def plot_loss_curves(
     `metrics` is a path to a JSON-lines log, a list of dicts (plot `keys` against `x_key`:
     default "step", else "epoch", else record order), or a mapping name -> list of values
     (each its own curve against 1..n, e.g. one loss curve per learning rate of a sweep).
+    `labels` maps a key to its legend label; for a log, the trainer's keys default to
+    METRIC_LABELS, which say why the training loss sits above the dev loss.
     """
     op = "plot_loss_curves"
     path, fmt = _output_path(out, op)
@@ -460,10 +580,12 @@ def plot_loss_curves(
         keys = (keys,)
     if isinstance(metrics, Mapping):
         curves, x_label = _curves_from_mapping(metrics, op)
+        legend = dict(labels or {})
     elif isinstance(metrics, Sequence):
         if not metrics:
             raise ValueError(f"{op}: metrics is empty; expected at least one record")
         curves, x_label = _curves_from_records(metrics, keys, x_key, op)
+        legend = {**METRIC_LABELS, **(labels or {})}
     else:
         raise TypeError(
             f"{op}: metrics must be a path, a list of dicts or a dict name -> values; "
@@ -481,7 +603,9 @@ def plot_loss_curves(
     figure = _new_figure((6.0, 3.8), dpi, op)
     ax = figure.subplots()
     for name, (x, y) in curves.items():
-        ax.plot(x, y, marker="o" if y.size <= 40 else None, markersize=3, label=name)
+        ax.plot(
+            x, y, marker="o" if y.size <= 40 else None, markersize=3, label=legend.get(name, name)
+        )
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(x_label)
@@ -491,7 +615,8 @@ def plot_loss_curves(
     if title:
         ax.set_title(title)
     _save(figure, path, fmt, op)
-    return PlotResult(path, figure, {"curves": curves, "x_label": x_label})
+    data = {"curves": curves, "x_label": x_label, "labels": {n: legend.get(n, n) for n in curves}}
+    return PlotResult(path, figure, data)
 
 
 # ---------------------------------------------------------------- gradient descent
