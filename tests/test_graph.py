@@ -6,6 +6,7 @@ gradient colouring after backward only, a Transformer's module clusters, and how
 each tested when installed (selected through TINYGRAD_LITE_DOT); the no-renderer fallback
 (.dot source plus a one-line hint) always is.
 """
+import importlib
 import math
 import os
 import shutil
@@ -21,6 +22,8 @@ from tinygrad_lite import Tensor, Value, kernels, manual_seed, retain_grads
 from tinygrad_lite.nn import Linear
 from tinygrad_lite.nn import functional as F
 from viz.render import RENDERER_ENV, RendererMissingWarning
+
+render_module = importlib.import_module("viz.render")  # viz.render the name is the function
 
 SVG = "{http://www.w3.org/2000/svg}"
 RENDERERS = ("dot", "graphviz-pure")
@@ -409,13 +412,32 @@ def test_system_dot_is_preferred_and_graphviz_pure_is_the_fallback(tmp_path, mon
     assert len(read_svg(viz.render(d, tmp_path / "abc.svg"))["nodes"]) == 7
 
 
+def test_graphviz_pure_next_to_the_interpreter_needs_no_path(tmp_path, monkeypatch):
+    """As `venv/bin/python -m viz ...` runs with the venv not activated (IDE, cron, Jupyter)."""
+    monkeypatch.delenv(RENDERER_ENV, raising=False)
+    beside = render_module._beside_interpreter("graphviz-pure")
+    if beside is None:
+        pytest.skip("graphviz-pure is not installed with this interpreter")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    found = viz.find_renderer()
+    assert found.name == "graphviz-pure" and found.command == beside
+    assert os.path.dirname(beside) in render_module.interpreter_script_dirs()
+    *_, d = micrograd_example()
+    assert len(read_svg(viz.render(d, tmp_path / "abc.svg"))["nodes"]) == 7
+    monkeypatch.setattr(render_module, "interpreter_script_dirs", list)
+    found = viz.find_renderer()  # e.g. `pip install --target`: found from the package's file list
+    assert found.name == "graphviz-pure" and os.path.samefile(found.command, beside)
+
+
 @pytest.mark.parametrize("hide", ["env", "path"])
 def test_without_a_renderer_the_dot_source_is_written_with_a_one_line_hint(tmp_path, monkeypatch, hide):
     if hide == "env":
         monkeypatch.setenv(RENDERER_ENV, "none")
-    else:
+    else:  # nothing on PATH, and no graphviz-pure installed with this interpreter
         monkeypatch.delenv(RENDERER_ENV, raising=False)
         monkeypatch.setenv("PATH", str(tmp_path))
+        monkeypatch.setattr(render_module, "interpreter_script_dirs", list)
+        monkeypatch.setattr(render_module, "_installed_script", lambda name: None)
     *_, d = micrograd_example()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

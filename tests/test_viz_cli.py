@@ -189,6 +189,25 @@ def test_without_a_renderer_the_dot_source_is_written(tmp_path):
     assert len(hint) == 1 and "apt-get install graphviz" in hint[0] and "pip install graphviz-pure" in hint[0]
 
 
+def test_svg_without_the_venv_activated(tmp_path):
+    """`venv/bin/python -m viz xor --out x.svg` with a PATH that has neither dot nor the
+    environment's scripts directory still finds graphviz-pure next to the interpreter."""
+    from viz.render import _beside_interpreter
+
+    if _beside_interpreter("graphviz-pure") is None:
+        pytest.skip("graphviz-pure is not installed with this interpreter")
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != RENDERER_ENV}
+    out = tmp_path / "x.svg"
+    done = subprocess.run([sys.executable, "-m", "viz", "xor", "--points", "1", "--out", str(out)], cwd=REPO,
+                          env={**env, "PATH": str(empty)}, check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert_ok(done, out)
+    assert done.stderr == "" and not (tmp_path / "x.dot").exists()
+    assert any(lines and lines[0] == "loss" for lines in svg_nodes(out))
+
+
 # ---------------------------------------------------------------- bad input
 def bad_inputs(tmp_path: Path):
     a_file = tmp_path / "a_file"

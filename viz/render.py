@@ -4,9 +4,12 @@ Renderer discovery, in order:
   1. the command named by the environment variable TINYGRAD_LITE_DOT (a path or a name on
      PATH; the value "none" means "pretend no renderer is installed");
   2. Graphviz's own `dot` on PATH (Debian/Ubuntu: `apt-get install graphviz`);
-  3. `graphviz-pure` on PATH: a dot-compatible renderer that `pip install graphviz-pure` brings
-     (prebuilt for Linux x86_64/aarch64 (glibc and musl), macOS arm64 and Windows x86_64).
-     It writes svg and png but not pdf, so a pdf is made from its png with matplotlib.
+  3. `graphviz-pure`, a dot-compatible renderer that `pip install graphviz-pure` brings
+     (prebuilt for Linux x86_64/aarch64 (glibc and musl), macOS arm64 and Windows x86_64):
+     first next to the running interpreter (the scripts directory of its environment, so
+     `venv/bin/python -m viz ...` finds it with the venv not activated, as an IDE, cron or a
+     Jupyter kernel runs it), then on PATH. It writes svg and png but not pdf, so a pdf is made
+     from its png with matplotlib.
 With none of them, `render` writes the `.dot` source instead and warns in one line how to
 install a renderer.
 """
@@ -17,6 +20,8 @@ import io
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +82,45 @@ def find_renderer() -> Renderer | None:
     command = shutil.which("dot")
     if command is not None:
         return Renderer("Graphviz dot", command, ("svg", "png", "pdf"))
-    command = shutil.which("graphviz-pure")
+    command = (_beside_interpreter("graphviz-pure") or shutil.which("graphviz-pure")
+               or _installed_script("graphviz-pure"))
     if command is not None:
         return Renderer("graphviz-pure", command, ("svg", "png"))
+    return None
+
+
+def interpreter_script_dirs() -> list[str]:
+    """Where pip put the console scripts of the running interpreter's environment (a venv's
+    bin/ or Scripts/), whether or not that environment is activated."""
+    dirs = [sysconfig.get_path("scripts"), os.path.dirname(sys.executable)]
+    user_scheme = f"{os.name}_user"
+    if user_scheme in sysconfig.get_scheme_names():
+        dirs.append(sysconfig.get_path("scripts", user_scheme))
+    return [d for d in dict.fromkeys(dirs) if d and os.path.isdir(d)]
+
+
+def _installed_script(name: str) -> str | None:
+    """The command a pip-installed distribution `name` put somewhere else (e.g. `pip install
+    --target`), found through the distribution's own file list."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(name).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name in (name, f"{name}.exe"):
+            path = os.path.normpath(file.locate())
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def _beside_interpreter(name: str) -> str | None:
+    for directory in interpreter_script_dirs():
+        command = shutil.which(name, path=directory)
+        if command is not None:
+            return command
     return None
 
 
