@@ -477,6 +477,21 @@ def test_jupyter_display_uses_the_found_renderer(monkeypatch, any_renderer):
     assert "pip install graphviz-pure" in graph._repr_mimebundle_()["text/plain"]
 
 
+
+def test_jupyter_display_needs_no_system_dot(tmp_path, monkeypatch):
+    """A Jupyter kernel started from an unactivated venv: no dot, no scripts dir on PATH."""
+    monkeypatch.delenv(RENDERER_ENV, raising=False)
+    if render_module._beside_interpreter("graphviz-pure") is None:
+        pytest.skip("graphviz-pure is not installed with this interpreter")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    formatters = pytest.importorskip("IPython.core.formatters")
+    *_, d = micrograd_example()
+    graph = viz.draw_graph(d)
+    data, _ = formatters.DisplayFormatter().format(graph)
+    svg = data["image/svg+xml"]
+    assert len(ET.fromstring(svg.encode()).findall(".//{http://www.w3.org/2000/svg}g[@class='node']")) == 7
+    assert list(tmp_path.iterdir()) == []
+
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize("root", [3.0, "loss", None, np.ones(3), [], [Value(1.0), Tensor([1.0])]])
 def test_root_must_be_a_value_or_tensor(root):

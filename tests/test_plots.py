@@ -1,6 +1,7 @@
 """viz.plots and viz.fonts: every plot writes a real, non-blank file; bad input fails clearly;
 Chinese tokens survive with or without an installed CJK font."""
 
+import io
 import json
 import math
 import os
@@ -446,9 +447,25 @@ def test_unknown_extension_names_it_and_the_allowed_ones(tmp_path, name):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_missing_out_is_a_type_error():
-    with pytest.raises(TypeError, match="out is required"):
-        plots.plot_softmax_temperatures()
+def test_without_out_nothing_is_written_and_the_result_shows_inline(
+    tmp_path, monkeypatch, no_system_cjk_font
+):
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = plots.plot_attention(attention_weights((6, 6)), SOURCE, dpi=DPI)
+        png = result._repr_png_()
+    assert result.path is None and list(tmp_path.iterdir()) == []
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    pixels = mpimg.imread(io.BytesIO(png), format="png")
+    assert pixels.shape[:2] == tuple(int(v) for v in result.figure.bbox.size[::-1])
+    assert pixels[..., :3].std() > 0.02
+    label = result.figure.axes[0].get_yticklabels()[0]
+    assert font_manager.findfont(label.get_fontproperties()) == fonts.BUNDLED_FONT_PATH
+    with pytest.raises(TypeError, match="out must be a str or path"):
+        plots.plot_softmax_temperatures(out=3)
+    ipython = pytest.importorskip("IPython.core.formatters")
+    assert ipython.PNGFormatter()(result).startswith(b"\x89PNG")
 
 
 def test_unwritable_directory_error_names_the_path(tmp_path):

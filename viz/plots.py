@@ -3,11 +3,13 @@ temperature, loss curves, gradient descent on a loss surface, decision boundarie
 
 Every function takes plain NumPy arrays, Python lists or file paths (never the engine), builds
 its own `Figure` on the Agg canvas (no pyplot, so nothing leaks between calls), writes `out`
-atomically in the format its extension names, and returns a `PlotResult`.
+atomically in the format its extension names, and returns a `PlotResult`. With `out=None`
+nothing is written: in Jupyter the returned PlotResult shows itself inline as a PNG.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -39,21 +41,35 @@ class MissingCJKFontWarning(UserWarning):
 
 @dataclass
 class PlotResult:
-    """What a plot function made: the file written, the Figure, and the numbers it drew."""
+    """What a plot function made: the file written (None with out=None), the Figure, and the
+    numbers it drew. Jupyter shows it inline (`_repr_png_`), written or not."""
 
-    path: Path
+    path: Path | None
     figure: Figure
     data: dict[str, Any] = field(default_factory=dict)
+
+    def png(self) -> bytes:
+        """The figure as PNG bytes, at the figure's dpi; no file is written."""
+        with io.BytesIO() as stream, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_MISSING_GLYPH_MESSAGE)
+            self.figure.savefig(stream, format="png", dpi=self.figure.dpi)
+            return stream.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.png()
 
 
 # ---------------------------------------------------------------- output
 
 
-def _output_path(out, op: str) -> tuple[Path, str]:
+def _output_path(out, op: str) -> tuple[Path | None, str]:
     if out is None:
-        raise TypeError(f"{op}: out is required: a path ending in .png, .svg or .pdf")
+        return None, "png"
     if not isinstance(out, (str, os.PathLike)):
-        raise TypeError(f"{op}: out must be a str or path, got {type(out).__name__}")
+        raise TypeError(
+            f"{op}: out must be a str or path (or None to only return the figure), "
+            f"got {type(out).__name__}"
+        )
     path = Path(out)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in SUPPORTED_FORMATS:
@@ -105,8 +121,12 @@ def _use_cjk_font(figure: Figure, fmt: str, op: str) -> tuple[dict, bool]:
     return {}, True
 
 
-def _save(figure: Figure, path: Path, fmt: str, op: str) -> Path:
-    """Write the figure atomically (viz.files), with CJK text handled."""
+def _save(figure: Figure, path: Path | None, fmt: str, op: str) -> Path | None:
+    """Write the figure atomically (viz.files), with CJK text handled; with no path, only
+    give CJK text its font, for showing inline."""
+    if path is None:
+        _use_cjk_font(figure, fmt, op)
+        return None
     with atomic_output(path, op, suffix=f".tmp.{fmt}") as stream, warnings.catch_warnings():
         rc, glyphs_missing = _use_cjk_font(figure, fmt, op)
         if glyphs_missing:
