@@ -113,3 +113,14 @@ def test_training_loop_memory_does_not_grow():
 def test_bad_input_gets_a_clear_error(fn, exc, pattern):
     with pytest.raises(exc, match=pattern):
         fn()
+
+
+
+@pytest.mark.parametrize("args, kwargs, want", [
+    ((5,), {}, [0, 1, 2, 3, 4]),
+    ((5,), {"step": 2}, [0, 2, 4]),
+    ((1, 7, 3), {}, [1, 4]),
+    ((0.0, 1.0, 0.25), {}, [0.0, 0.25, 0.5, 0.75]),
+])
+def test_arange_like_torch_including_step_without_stop(args, kwargs, want):
+    np.testing.assert_array_equal(Tensor.arange(*args, **kwargs).data, want)

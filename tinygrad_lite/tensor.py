@@ -227,9 +227,11 @@ class Tensor:
 
     @staticmethod
     def arange(start, stop=None, step=1, dtype=None):
-        """Returns start, start + step, ... below stop (0 .. start-1 when stop is None), like
-        torch.arange; ints give int64 and floats float64 (NumPy's dtypes) unless `dtype`."""
-        arr = np.arange(start, stop, step) if stop is not None else np.arange(start)
+        """Returns start, start + step, ... below stop (0, step, ... below start when stop is None),
+        like torch.arange; ints give int64 and floats float64 (NumPy's dtypes) unless `dtype`."""
+        if stop is None:
+            start, stop = 0, start
+        arr = np.arange(start, stop, step)
         return Tensor(arr if dtype is None else arr.astype(dtype))
 
     @staticmethod
