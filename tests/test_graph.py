@@ -10,6 +10,7 @@ import importlib
 import math
 import os
 import shutil
+import sysconfig
 import warnings
 import xml.etree.ElementTree as ET
 
@@ -412,16 +413,21 @@ def test_system_dot_is_preferred_and_graphviz_pure_is_the_fallback(tmp_path, mon
     assert len(read_svg(viz.render(d, tmp_path / "abc.svg"))["nodes"]) == 7
 
 
+def graphviz_pure_beside_interpreter() -> str:
+    """graphviz-pure in this interpreter's scripts directory (a venv's bin/), or skip."""
+    command = shutil.which("graphviz-pure", path=sysconfig.get_path("scripts"))
+    if command is None:
+        pytest.skip("graphviz-pure is not installed with this interpreter")
+    return command
+
+
 def test_graphviz_pure_next_to_the_interpreter_needs_no_path(tmp_path, monkeypatch):
     """As `venv/bin/python -m viz ...` runs with the venv not activated (IDE, cron, Jupyter)."""
     monkeypatch.delenv(RENDERER_ENV, raising=False)
-    beside = render_module._beside_interpreter("graphviz-pure")
-    if beside is None:
-        pytest.skip("graphviz-pure is not installed with this interpreter")
+    beside = graphviz_pure_beside_interpreter()
     monkeypatch.setenv("PATH", str(tmp_path))
     found = viz.find_renderer()
-    assert found.name == "graphviz-pure" and found.command == beside
-    assert os.path.dirname(beside) in render_module.interpreter_script_dirs()
+    assert found is not None and found.name == "graphviz-pure" and found.command == beside
     *_, d = micrograd_example()
     assert len(read_svg(viz.render(d, tmp_path / "abc.svg"))["nodes"]) == 7
     monkeypatch.setattr(render_module, "interpreter_script_dirs", list)
@@ -481,8 +487,7 @@ def test_jupyter_display_uses_the_found_renderer(monkeypatch, any_renderer):
 def test_jupyter_display_needs_no_system_dot(tmp_path, monkeypatch):
     """A Jupyter kernel started from an unactivated venv: no dot, no scripts dir on PATH."""
     monkeypatch.delenv(RENDERER_ENV, raising=False)
-    if render_module._beside_interpreter("graphviz-pure") is None:
-        pytest.skip("graphviz-pure is not installed with this interpreter")
+    graphviz_pure_beside_interpreter()
     monkeypatch.setenv("PATH", str(tmp_path))
     formatters = pytest.importorskip("IPython.core.formatters")
     *_, d = micrograd_example()

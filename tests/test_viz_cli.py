@@ -1,8 +1,10 @@
 """`python -m viz` as a user runs it: each subcommand writes a real file that is read back;
 bad input gives one line on stderr, exit code 2 and no traceback (unless --debug)."""
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -192,9 +194,7 @@ def test_without_a_renderer_the_dot_source_is_written(tmp_path):
 def test_svg_without_the_venv_activated(tmp_path):
     """`venv/bin/python -m viz xor --out x.svg` with a PATH that has neither dot nor the
     environment's scripts directory still finds graphviz-pure next to the interpreter."""
-    from viz.render import _beside_interpreter
-
-    if _beside_interpreter("graphviz-pure") is None:
+    if shutil.which("graphviz-pure", path=sysconfig.get_path("scripts")) is None:
         pytest.skip("graphviz-pure is not installed with this interpreter")
     empty = tmp_path / "empty-path"
     empty.mkdir()
