@@ -11,9 +11,44 @@ import contextlib
 
 import numpy as np
 
-from tinygrad_lite import Tensor, kernels, no_grad
+from tinygrad_lite import Tensor, is_grad_enabled, kernels, no_grad
 
 from .masks import padding_mask
+
+
+class KeyValueBuffer(dict):
+    """One self-attention layer's cache: "k", "v" hold the keys/values of the positions so far.
+
+    `MultiHeadAttention` calls `extend` with each step's new keys/values. Tensor.cat would copy
+    the whole prefix every step (quadratic in the length); here the arrays grow inside a buffer
+    with spare room, doubling when full, so a step copies only its new token, and "k" is a view
+    of the buffer's filled part (the attention kernel reads it in place). If "k" was replaced
+    (beam search reorders the rows), the buffer is rebuilt from it. With autograd, Tensor.cat.
+    """
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        old_k, old_v = self["k"], self["v"]
+        if is_grad_enabled() and (k.requires_grad or v.requires_grad or old_k.requires_grad
+                                  or old_v.requires_grad):
+            return Tensor.cat([old_k, k], dim=1), Tensor.cat([old_v, v], dim=1)
+        return self._grow("k", old_k, k), self._grow("v", old_v, v)
+
+    def _grow(self, name: str, old: Tensor, fresh: Tensor) -> Tensor:
+        start, new = old.shape[1], fresh.shape[1]
+        buffer = self.get(f"_{name}_buffer")
+        if (buffer is None or old.data.base is not buffer or buffer.shape[1] < start + new
+                or buffer.shape[0] != old.shape[0] or buffer.dtype != fresh.dtype):
+            capacity = max(2 * (start + new), 16)
+            buffer = np.empty((old.shape[0], capacity) + old.shape[2:], dtype=fresh.dtype)
+            buffer[:, :start] = old.data
+            self[f"_{name}_buffer"] = buffer
+        buffer[:, start:start + new] = fresh.data
+        return Tensor(buffer[:, :start + new])
+
+
+def _new_cache(model) -> list:
+    """The model's empty per-layer caches, with a growing buffer for each self-attention."""
+    return [{**layer, "self": KeyValueBuffer()} for layer in model.new_cache()]
 
 
 def _encode(model, src):
@@ -53,7 +88,7 @@ def _decode_loop(model, src, bos_id: int, eos_id: int, max_len: int, choose, use
     src, src_mask, memory = _encode(model, src)
     B = src.shape[0]
     prefix = np.full((B, 1), bos_id, dtype=np.int64)
-    cache = model.new_cache() if use_cache else None
+    cache = _new_cache(model) if use_cache else None
     done = np.zeros(B, dtype=bool)
     score = np.zeros(B)
     for _ in range(max_len):
@@ -119,7 +154,7 @@ def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_le
             raise ValueError(f"beam_search: decodes one sentence at a time, got a batch of {src.shape[0]}")
         prefix = np.full((1, 1), bos_id, dtype=np.int64)
         scores = np.zeros(1)
-        cache = model.new_cache()
+        cache = _new_cache(model)
         finished = []  # (normalised score, log-prob, tokens)
 
         def norm(logp, length):
