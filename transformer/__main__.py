@@ -84,6 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=positive_int, default=None)
     t.add_argument("--max-tokens", type=positive_int, default=None, help="target tokens per batch")
     t.add_argument("--label-smoothing", type=non_negative_float, default=None)
+    t.add_argument("--min-freq", type=positive_int, default=None,
+                   help="keep tokens seen at least this often in training (rarer ones read as <unk>)")
+    t.add_argument("--batch-by", choices=["padded", "target"], default=None,
+                   help="what --max-tokens counts: padded B*max(S,T) of length-bucketed batches, "
+                        "or the real target tokens of random batches")
+    t.add_argument("--bucket-pool", type=non_negative_int, default=None,
+                   help="with --batch-by target: sort by length within pools of N batches (0: off)")
+    t.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, default=None,
+                   help="share the target embedding and the generator's weights (paper 3.4)")
+    t.add_argument("--final-norm", action=argparse.BooleanOptionalAction, default=None,
+                   help="close each stack with a LayerNorm (torch.nn.Transformer does)")
+    t.add_argument("--embed-init", choices=["normal", "xavier"], default=None,
+                   help="embedding init: N(0, 1/d_model) (default) or Xavier-uniform (PyTorch tutorial)")
+    t.add_argument("--clip", type=non_negative_float, default=None, help="gradient-norm clip (0: off)")
+    t.add_argument("--eval-every", type=non_negative_int, default=None,
+                   help="also evaluate on dev every N steps (0: at the end of each epoch)")
+    t.add_argument("--average", type=non_negative_int, default=None,
+                   help="at the end, also try the mean of the last N evaluated models "
+                        "(checkpoint averaging)")
     t.add_argument("--save-every", type=non_negative_int, default=None,
                    help="also checkpoint every N steps (0: only at the end of each epoch)")
     t.add_argument("--no-progress", action="store_true")
@@ -133,14 +152,25 @@ def check_output_dir(path, what: str) -> None:
         raise CLIError(f"{what} {path} is a file; expected a directory (it is created if missing)")
 
 
+def draw_loss_curve(out_dir):
+    """The callback that redraws OUT/loss.png from the metrics log after each evaluation."""
+    def draw(metrics_path):
+        from viz.plots import plot_loss_curves
+        plot_loss_curves(metrics_path, out=os.path.join(out_dir, "loss.png"))
+    return draw
+
+
 def cmd_train(args) -> int:
-    from .train import TrainConfig, Trainer
+    from .train import REAL_DATA_RECIPE, TrainConfig, Trainer
     overrides = {k: getattr(args, a) for k, a in [
         ("data", "data"), ("dev", "dev"), ("test", "test"), ("epochs", "epochs"), ("minutes", "minutes"),
         ("max_steps", "max_steps"), ("d_model", "d_model"), ("heads", "heads"), ("layers", "layers"),
         ("d_ff", "d_ff"), ("dropout", "dropout"), ("lr", "lr"), ("warmup", "warmup"),
         ("max_tokens", "max_tokens"), ("label_smoothing", "label_smoothing"), ("save_every", "save_every"),
-        ("seed", "seed")]
+        ("seed", "seed"), ("min_freq", "min_freq"), ("batch_by", "batch_by"),
+        ("bucket_pool", "bucket_pool"), ("tie_embeddings", "tie_embeddings"), ("clip", "clip"),
+        ("eval_every", "eval_every"), ("average", "average"), ("final_norm", "final_norm"),
+        ("embed_init", "embed_init")]
         if getattr(args, a) is not None}
     if overrides.get("dropout", 0) >= 1:
         raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
@@ -154,9 +184,14 @@ def cmd_train(args) -> int:
         if path:
             check_input_file(path, "data file")
     check_output_dir(args.out, "--out")
+    explicit = sorted(overrides)
+    if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
+        overrides = {**REAL_DATA_RECIPE, **overrides}
+    if "epochs" not in overrides and (args.minutes or args.max_steps):
+        overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
     cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
-                      extra={"explicit": sorted(overrides)}, **overrides)
-    trainer = Trainer(cfg)
+                      extra={"explicit": explicit}, **overrides)
+    trainer = Trainer(cfg, on_eval=draw_loss_curve(cfg.out))
     if args.resume:
         print(f"resuming from step {trainer.step} (epoch {trainer.epoch + 1}, batch {trainer.batch_in_epoch}) "
               f"of {trainer.checkpoint_path}")

@@ -98,7 +98,8 @@ def load_torch_state_dict(model: Transformer, state_dict: dict, strict: bool = T
 
 def torch_reference(config):
     """The PyTorch model our Transformer maps onto: nn.Transformer(batch_first=True) with
-    embeddings × √d_model, sinusoidal PE and a generator. forward(src, tgt) -> logits."""
+    embeddings × √d_model, sinusoidal PE, dropout on their sum (as ours) and a generator.
+    forward(src, tgt) -> logits."""
     import torch
     from torch import nn
 
@@ -113,13 +114,14 @@ def torch_reference(config):
             self.transformer = nn.Transformer(c.d_model, c.h, c.N, c.N, c.d_ff, c.dropout, batch_first=True,
                                               norm_first=c.norm_first)
             self.transformer.encoder.enable_nested_tensor = False
+            self.dropout = nn.Dropout(c.dropout)  # after embedding + PE, as ours (paper §5.4)
             self.generator = nn.Linear(c.d_model, c.tgt_vocab)
             if c.tie_embeddings:
                 self.generator.weight = self.tgt_embed.weight
 
         def embed(self, embedding, ids):
             pe = torch.from_numpy(sinusoidal_table(ids.shape[1], self.d_model))
-            return embedding(ids) * math.sqrt(self.d_model) + pe.to(embedding.weight.dtype)
+            return self.dropout(embedding(ids) * math.sqrt(self.d_model) + pe.to(embedding.weight.dtype))
 
         def encode(self, src):
             return self.transformer.encoder(self.embed(self.src_embed, src),

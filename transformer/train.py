@@ -43,7 +43,7 @@ class TrainConfig:
     dev: str | None = None
     test: str | None = None
     out: str = "runs/translator"
-    epochs: int = 10
+    epochs: int | None = 10          # None: no epoch cap (--minutes / --max-steps end the run)
     minutes: float | None = None
     max_steps: int | None = None
     seed: int = 0
@@ -58,6 +58,13 @@ class TrainConfig:
     max_tokens: int = 3000           # target tokens per batch
     clip: float = 1.0
     min_freq: int = 1
+    batch_by: str = "padded"         # "target": random batches of max_tokens real target tokens
+    bucket_pool: int = 0             # with batch_by="target": sort within pools of N batches (0: off)
+    tie_embeddings: bool = False     # share the target embedding and the generator (paper §3.4)
+    final_norm: bool = False         # a LayerNorm closing each stack, as torch.nn.Transformer has
+    embed_init: str = "normal"       # "xavier": embeddings Xavier-uniform, as the PyTorch tutorial
+    eval_every: int = 0              # also evaluate on dev every N steps (0: at the end of each epoch)
+    average: int = 0                 # at the end also try the mean of the last N evaluated weights
     lowercase: bool = True
     save_every: int = 0              # also checkpoint every N steps (0: per epoch only)
     dev_bleu_size: int = 800
@@ -66,9 +73,13 @@ class TrainConfig:
     extra: dict = field(default_factory=dict)
 
 
+# `train --data FILE` without size flags: the recipe for a real corpus of ~27k pairs (Tatoeba zh-en),
+# measured in bench/README.md "Real data"; the TrainConfig defaults stay the built-in corpus' recipe
+REAL_DATA_RECIPE = {"min_freq": 2, "batch_by": "target", "tie_embeddings": True, "clip": 0.0}
+
 # what a resumed run cannot change: the model's shape and the data its vocab came from
 RESUME_FIXED = {"d_model", "heads", "layers", "d_ff", "data", "dev", "test", "lowercase", "min_freq", "seed",
-                "max_tokens"}
+                "max_tokens", "batch_by", "bucket_pool", "tie_embeddings", "final_norm"}
 
 
 class Dataset:
@@ -95,21 +106,26 @@ def read_splits(cfg: TrainConfig) -> dict:
         return builtin_corpus()
     result = load_pairs(cfg.data)
     report_bad_lines(cfg.data, result)
-    pairs = result.pairs
-    if cfg.dev or cfg.test:
-        splits = {"train": pairs}
-        for name in ("dev", "test"):
-            path = getattr(cfg, name)
-            if path:
-                extra = load_pairs(path)
-                report_bad_lines(path, extra)
-                splits[name] = extra.pairs
-        if "dev" not in splits or "test" not in splits:
-            rest = split_pairs(pairs, seed=cfg.seed)
-            splits = {**rest, **{k: v for k, v in splits.items() if k != "train"}}
-            splits["train"] = rest["train"]
-        return splits
-    return split_pairs(pairs, seed=cfg.seed)
+    given = {}
+    for name in ("dev", "test"):
+        path = getattr(cfg, name)
+        if path:
+            extra = load_pairs(path)
+            report_bad_lines(path, extra)
+            given[name] = extra.pairs
+    held_out = {zh for pairs in given.values() for zh, _ in pairs}
+    pairs = [pair for pair in result.pairs if pair[0] not in held_out]  # no dev/test source in training
+    if "dev" in given:  # the user chose dev (and maybe test): train on everything else
+        return {"train": list(dict.fromkeys(pairs)), "test": [], **given}
+    if not pairs:
+        raise TranslatorError(f"train: every pair of {cfg.data} has its Chinese side in --test")
+    splits = split_pairs(pairs, seed=cfg.seed, test_frac=0.0 if "test" in given else 0.05)
+    if not splits["dev"]:
+        n = len({zh for zh, _ in pairs})
+        print(f"note: {cfg.data} has only {n} distinct Chinese sentence(s) after removing duplicates, too few "
+              f"to hold out a dev split (5%); training without dev: no dev loss or BLEU, and the last model is "
+              f"saved as the best (pass --dev FILE to evaluate)")
+    return {**splits, **given}
 
 
 def report_bad_lines(path, result):
@@ -135,13 +151,24 @@ def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:
-    return Transformer(len(data.src_vocab), len(data.tgt_vocab), d_model=cfg.d_model, h=cfg.heads,
-                       N=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout, pad_id=PAD)
+    model = Transformer(len(data.src_vocab), len(data.tgt_vocab), d_model=cfg.d_model, h=cfg.heads,
+                       N=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout, tie_embeddings=cfg.tie_embeddings,
+                       final_norm=cfg.final_norm, pad_id=PAD)
+    if cfg.embed_init == "xavier":  # N(0, 1/d_model) otherwise (transformer.model)
+        from tinygrad_lite.random import rng
+        for lut in (model.src_embed.lut, model.tgt_embed.lut):
+            bound = math.sqrt(6.0 / sum(lut.weight.shape))
+            lut.weight.data[...] = rng().uniform(-bound, bound, lut.weight.shape)
+            lut.weight.data[PAD] = 0
+    elif cfg.embed_init != "normal":
+        raise TranslatorError(f"train: embed_init must be 'normal' or 'xavier', got {cfg.embed_init!r}")
+    return model
 
 
 def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
     src, tgt = data.ids["train"]
-    return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch)
+    return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
+                        count=cfg.batch_by, pool=cfg.bucket_pool)
 
 
 def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
@@ -159,7 +186,7 @@ def evaluate_loss(model, data: Dataset, split: str, max_tokens: int) -> float:
     model.eval()
     src, tgt = data.ids[split]
     total, tokens = 0.0, 0
-    for batch in make_batches(src, tgt, max_tokens, shuffle=False):
+    for batch in make_batches(src, tgt, max(max_tokens, 3000), shuffle=False):
         loss, n = batch_loss(model, batch, 0.0)
         total += loss.item() * n
         tokens += n
@@ -183,8 +210,16 @@ def evaluate_translations(translator: Translator, pairs) -> dict:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig):
+    """Runs a TrainConfig. `on_eval(metrics_path)`, if given, is called after each evaluation
+    (the CLI draws loss.png with it); an error there never stops training."""
+
+    def __init__(self, cfg: TrainConfig, on_eval=None):
         self.cfg = cfg
+        self.on_eval = on_eval
+        self.eval_seconds = 0.0   # the longest evaluation so far: kept in reserve under --minutes
+        self.snapshots = []       # the weights at the last `average` evaluations
+        self.deadline = None
+        self.started = time.perf_counter()
         os.makedirs(cfg.out, exist_ok=True)
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
         self.best_path = os.path.join(cfg.out, "best.safetensors")
@@ -263,16 +298,20 @@ class Trainer:
         return value, n_tokens
 
     def run(self) -> dict:
+        """Train until --epochs, --max-steps or the --minutes budget ends the run. The budget covers
+        everything: training, the evaluations inside it, and the closing one (its time is kept in
+        reserve), so the run ends with the best model on dev saved within it."""
         from tqdm import tqdm
         cfg = self.cfg
-        started = time.perf_counter()
-        deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
+        started = self.started = time.perf_counter()
+        self.deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
         stop = False
         try:
-            while self.epoch < cfg.epochs and not stop:
+            while (cfg.epochs is None or self.epoch < cfg.epochs) and not stop:
                 batches = epoch_batches(self.data, cfg, self.epoch)
+                total = "" if cfg.epochs is None else f"/{cfg.epochs}"
                 bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress,
-                           desc=f"epoch {self.epoch + 1}/{cfg.epochs}", leave=False, dynamic_ncols=True)
+                           desc=f"epoch {self.epoch + 1}{total}", leave=False, dynamic_ncols=True)
                 tokens, t0, losses = 0, time.perf_counter(), []
                 while self.batch_in_epoch < len(batches):
                     value, n = self.train_step(batches[self.batch_in_epoch])
@@ -284,43 +323,108 @@ class Trainer:
                                     lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
                     if cfg.save_every and self.step % cfg.save_every == 0:
                         self.save()
-                    if (cfg.max_steps and self.step >= cfg.max_steps) or \
-                            (deadline and time.perf_counter() > deadline):
+                    if (cfg.max_steps and self.step >= cfg.max_steps) or self.out_of_time():
                         stop = True
                         break
+                    if cfg.eval_every and self.step % cfg.eval_every == 0 and self.batch_in_epoch < len(batches):
+                        self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
+                        tokens, t0, losses = 0, time.perf_counter(), []
                 bar.close()
-                finished_epoch = self.batch_in_epoch >= len(batches)
-                if finished_epoch:
+                n_batches = len(batches)
+                if self.batch_in_epoch >= n_batches:
                     self.epoch += 1
                     self.batch_in_epoch = 0
-                self.end_of_epoch(losses, tokens / max(time.perf_counter() - t0, 1e-9))
+                self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), n_batches)
         except KeyboardInterrupt:
             self.save()
             print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
                   f"continue with --resume")
             raise
+        self.try_average()
         return self.final_report(time.perf_counter() - started)
 
-    def end_of_epoch(self, losses, tokens_per_s):
-        dev_loss = evaluate_loss(self.model, self.data, "dev", self.cfg.max_tokens)
-        dev = self.data.splits["dev"][: self.cfg.dev_bleu_size]
-        scores = evaluate_translations(self.translator, dev)
-        record = {"step": self.step, "epoch": self.epoch, "train_loss": float(np.mean(losses)) if losses else None,
-                  "dev_loss": dev_loss, "dev_bleu": scores["bleu"], "dev_exact_match": scores["exact_match"],
+    def out_of_time(self) -> bool:
+        """Past the deadline once the closing evaluation (as long as the longest so far) is counted."""
+        closing = 2.2 if self.cfg.average > 1 else 1.1   # the last evaluation, and the averaged model's
+        return self.deadline is not None and time.perf_counter() + closing * self.eval_seconds > self.deadline
+
+    def where(self, n_batches: int) -> str:
+        """'step 12 (epoch 1, partial)' for a stop inside an epoch, 'step 484 (epoch 1)' at its end."""
+        if self.batch_in_epoch:
+            return f"step {self.step:>5} (epoch {self.epoch + 1}, partial: {self.batch_in_epoch}/{n_batches} batches)"
+        return f"step {self.step:>5} (epoch {self.epoch})"
+
+    def best_key(self, scores: dict) -> list:
+        """What 'best on dev' means: exact match first on the built-in corpus (it is solvable),
+        BLEU first on real data (exact match of real sentences is rare and noisy)."""
+        if self.cfg.data is None:
+            return [scores["exact_match"], scores["bleu"]]
+        return [scores["bleu"], scores["exact_match"]]
+
+    def evaluate(self, losses, tokens_per_s, n_batches: int):
+        """Dev loss and BLEU now; keep the best model on dev; checkpoint; report to on_eval."""
+        t0 = time.perf_counter()
+        partial = bool(self.batch_in_epoch)
+        epoch = round(self.epoch + self.batch_in_epoch / n_batches, 3) if partial else self.epoch
+        record = {"step": self.step, "epoch": epoch, "partial_epoch": partial,
+                  "train_loss": float(np.mean(losses)) if losses else None,
                   "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": tokens_per_s}
+        dev = self.data.splits.get("dev") or []
+        if dev:
+            scores = evaluate_translations(self.translator, dev[: self.cfg.dev_bleu_size])
+            record.update(dev_loss=evaluate_loss(self.model, self.data, "dev", self.cfg.max_tokens),
+                          dev_bleu=scores["bleu"], dev_exact_match=scores["exact_match"])
+            key = self.best_key(scores)
+        else:
+            key = [float(self.step)]  # no dev split: the latest model is the best we can tell
+        now = time.perf_counter()
+        record.update(seconds=round(now - self.started, 1), eval_seconds=round(now - t0, 1))
         self.log(record)
-        if [scores["exact_match"], scores["bleu"]] >= self.best:  # keep the best model on dev
-            self.best = [scores["exact_match"], scores["bleu"]]
-            self.translator.save(self.best_path, {"step": self.step, "epoch": self.epoch})
+        if self.cfg.average > 1:
+            self.snapshots = (self.snapshots + [{k: v.copy() for k, v in self.model.state_dict().items()}])
+            self.snapshots = self.snapshots[-self.cfg.average:]
+        if key >= self.best:
+            self.best = key
+            self.translator.save(self.best_path, {"step": self.step, "epoch": epoch})
         self.save()
-        print(f"epoch {self.epoch:>2} step {self.step:>5}  train loss {record['train_loss'] or 0:.3f}  "
-              f"dev loss {dev_loss:.3f}  dev BLEU {scores['bleu']:.1f}  "
-              f"dev exact {100 * scores['exact_match']:.1f}%  {tokens_per_s:.0f} tok/s")
-        try:
-            from viz.plots import plot_loss_curves
-            plot_loss_curves(self.metrics_path, out=os.path.join(self.cfg.out, "loss.png"))
-        except Exception as e:  # a plot must never stop training
-            print(f"(loss curve not drawn: {e})")
+        dev_text = (f"dev loss {record['dev_loss']:.3f}  dev BLEU {record['dev_bleu']:.1f}  "
+                    f"dev exact {100 * record['dev_exact_match']:.1f}%" if dev else "no dev split")
+        print(f"{self.where(n_batches)}  train loss {record['train_loss'] or 0:.3f}  {dev_text}  "
+              f"{tokens_per_s:.0f} tok/s", flush=True)
+        if self.on_eval is not None:
+            try:
+                self.on_eval(self.metrics_path)
+            except Exception as e:  # noqa: BLE001  (a plot must never stop training)
+                print(f"(on_eval: {e})")
+        self.eval_seconds = max(self.eval_seconds, time.perf_counter() - t0)
+
+    def try_average(self):
+        """Checkpoint averaging (the paper's §6.1 averages the last 5 or 20 checkpoints): the mean of
+        the weights at the last `average` evaluations becomes best.safetensors if it beats the best
+        single model on dev."""
+        dev = self.data.splits.get("dev") or []
+        if self.cfg.average < 2 or len(self.snapshots) < 2 or not dev:
+            return
+        mean = {k: np.mean([snap[k] for snap in self.snapshots], axis=0).astype(v.dtype)
+                for k, v in self.snapshots[-1].items()}
+        model = build_model(self.cfg, self.data)
+        model.load_state_dict(mean)
+        model.eval()
+        t = self.translator
+        translator = Translator(model, t.src_vocab, t.tgt_vocab, t.lowercase, t.max_train_len, t.complete_punctuation)
+        scores = evaluate_translations(translator, dev[: self.cfg.dev_bleu_size])
+        record = {"step": self.step, "averaged": len(self.snapshots),
+                  "dev_loss": evaluate_loss(model, self.data, "dev", self.cfg.max_tokens),
+                  "dev_bleu": scores["bleu"], "dev_exact_match": scores["exact_match"]}
+        self.log(record)
+        kept = self.best_key(scores) > self.best
+        if kept:
+            self.best = self.best_key(scores)
+            translator.save(self.best_path, {"step": self.step, "epoch": self.epoch,
+                                             "averaged": len(self.snapshots)})
+        print(f"average of the last {len(self.snapshots)} evaluated models: dev loss {record['dev_loss']:.3f}  "
+              f"dev BLEU {scores['bleu']:.1f}  ({'kept as the best' if kept else 'not better; not kept'})",
+              flush=True)
 
     def final_report(self, seconds: float) -> dict:
         """Test and novel scores of the best model on dev (best.safetensors)."""

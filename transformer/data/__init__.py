@@ -4,7 +4,7 @@ Pure Python/NumPy; nothing here imports the model, so data can be prepared and i
 on its own.
 """
 
-from .batching import Batch, bucket_indices, make_batches, pad_batch
+from .batching import Batch, bucket_indices, make_batches, pad_batch, target_token_batches
 from .corpus import (
     HELD_OUT_ADJ_NOUN,
     HELD_OUT_VERB_OBJECT,
@@ -21,5 +21,6 @@ __all__ = [
     "BOS", "EOS", "FORMATS", "HELD_OUT_ADJ_NOUN", "HELD_OUT_VERB_OBJECT", "PAD",
     "SPECIAL_TOKENS", "SPLIT_NAMES", "UNK", "Batch", "LoadResult", "Vocab", "bucket_indices",
     "builtin_corpus", "contains_cjk", "detokenize_en", "detokenize_zh", "iter_all_pairs",
-    "load_pairs", "make_batches", "pad_batch", "split_pairs", "tokenize_en", "tokenize_zh",
+    "load_pairs", "make_batches", "pad_batch", "split_pairs", "target_token_batches", "tokenize_en",
+    "tokenize_zh",
 ]

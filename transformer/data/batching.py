@@ -1,10 +1,15 @@
-"""Length-bucketed batches with a token budget, as in the paper's training setup.
+"""Batches with a token budget: length-bucketed (the paper's setup) or random.
 
 "Sentence pairs were batched together by approximate sequence length. Each training batch
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000
 target tokens" (Vaswani et al. 2017, §5.1). Grouping similar lengths wastes little work
 on ``<pad>``; a token budget instead of a fixed batch size keeps every batch about the
 same cost.
+
+``count="target"`` budgets the target tokens the decoder really predicts (no padding) and
+fills batches with randomly drawn pairs, as the PyTorch translation recipe's random batches of
+64 sentences do; on short real sentences such batches learn more per step than batches of
+one exact length (bench/README.md, "Real data").
 """
 
 from __future__ import annotations
@@ -76,6 +81,42 @@ def bucket_indices(src_lengths, tgt_lengths, max_tokens: int, shuffle: bool = Tr
     return batches
 
 
+def target_token_batches(tgt_lengths, max_tokens: int, shuffle: bool = True, seed: int = 0,
+                         pool: int = 0) -> list[np.ndarray]:
+    """Group pair indices into batches of at most ``max_tokens`` predicted target tokens.
+
+    A target of length n (it carries ``<bos>``) gives n - 1 predicted tokens; padding does not
+    count. Pairs come in random order (by ``seed``) when ``shuffle``. With ``pool`` > 0, each
+    run of ``pool`` batches' worth of pairs is sorted by length before it is cut, so batches
+    waste less on padding while staying random across the epoch (0: no sorting).
+    """
+    tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
+    if tgt_lengths.ndim != 1:
+        raise ValueError(f"target_token_batches: expected a 1-d length list, got shape {tgt_lengths.shape}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+        raise ValueError(f"target_token_batches: max_tokens must be a positive int, got {max_tokens!r}")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(tgt_lengths)) if shuffle else np.arange(len(tgt_lengths))
+    cost = np.maximum(tgt_lengths - 1, 1)
+    if pool:
+        per_batch = max(int(max_tokens // max(cost.mean(), 1)), 1) if len(cost) else 1
+        chunk = pool * per_batch
+        order = np.concatenate([c[np.argsort(tgt_lengths[c], kind="stable")]
+                                for c in np.split(order, range(chunk, len(order), chunk))]) \
+            if len(order) else order
+    batches, start, total = [], 0, 0
+    for position, index in enumerate(order):
+        if position > start and total + cost[index] > max_tokens:
+            batches.append(order[start:position])
+            start, total = position, 0
+        total += cost[index]
+    if len(order):
+        batches.append(order[start:])
+    if shuffle and pool:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
 def pad_batch(sequences, pad_id: int = PAD) -> np.ndarray:
     """Stack id lists into one (B, L) int64 array, right-padded with ``pad_id``."""
     width = max(len(seq) for seq in sequences)
@@ -86,8 +127,10 @@ def pad_batch(sequences, pad_id: int = PAD) -> np.ndarray:
 
 
 def make_batches(src_ids_list, tgt_ids_list, max_tokens: int, shuffle: bool = True,
-                 seed: int = 0, pad_id: int = PAD) -> list[Batch]:
-    """Padded (src, tgt) batches grouped by length; see :func:`bucket_indices`.
+                 seed: int = 0, pad_id: int = PAD, count: str = "padded", pool: int = 0) -> list[Batch]:
+    """Padded (src, tgt) batches: ``count="padded"`` groups by length with B·max(S, T) within
+    ``max_tokens`` (:func:`bucket_indices`); ``count="target"`` draws random pairs up to
+    ``max_tokens`` predicted target tokens (:func:`target_token_batches`).
 
     Target lists should already carry ``<bos>``/``<eos>`` if the model needs them.
     """
@@ -96,6 +139,11 @@ def make_batches(src_ids_list, tgt_ids_list, max_tokens: int, shuffle: bool = Tr
                          f"{len(tgt_ids_list)} target sequences; expected the same number")
     src_lengths = _lengths("make_batches", "src_ids_list", src_ids_list)
     tgt_lengths = _lengths("make_batches", "tgt_ids_list", tgt_ids_list)
-    groups = bucket_indices(src_lengths, tgt_lengths, max_tokens, shuffle, seed)
+    if count == "padded":
+        groups = bucket_indices(src_lengths, tgt_lengths, max_tokens, shuffle, seed)
+    elif count == "target":
+        groups = target_token_batches(tgt_lengths, max_tokens, shuffle, seed, pool)
+    else:
+        raise ValueError(f"make_batches: count must be 'padded' or 'target', got {count!r}")
     return [Batch(pad_batch([src_ids_list[i] for i in group], pad_id),
                   pad_batch([tgt_ids_list[i] for i in group], pad_id)) for group in groups]
