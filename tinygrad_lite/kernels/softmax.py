@@ -1,5 +1,7 @@
 """Softmax and log-softmax over the last axis, forward and backward.
 
+    softmax(x)_j = exp(x_j) / sum_k exp(x_k)        log_softmax(x)_j = x_j - log(sum_k exp(x_k))
+
 Softmax turns the attention scores QK^T / sqrt(d_k) into weights that sum to 1 (the paper's
 Eq. 1, "Scaled Dot-Product Attention"); log-softmax feeds the cross-entropy loss. Each function
 has a Numba kernel (``*_numba``) and a NumPy twin (``*_numpy``) with the same signature; the
@@ -16,6 +18,10 @@ Conventions shared by both implementations:
 * A NaN anywhere in a row makes that whole output row NaN: errors are never hidden.
 * float32 and float64 are supported; outputs have the input dtype. Inputs that are not
   C-contiguous are copied once; empty arrays give empty results.
+
+The file reads top-down: the NumPy twins (the formulas in array code), the dispatching
+functions, then the Numba kernels, which compute the same with a vectorisable exp and rows
+processed in cache-sized chunks.
 """
 import functools
 import math
@@ -33,76 +39,9 @@ from .backend import (
     use_numba,
 )
 
-# Rows are processed in chunks of about this many elements: small enough to stay in the L1/L2
-# cache between passes, large enough that the exp pass runs as one long SIMD loop.
-CHUNK_ELEMS = 4096
-
-# exp(r) for |r| <= ln(2)/2 by its Taylor series; truncation error is below the dtype's epsilon
-# (r^14/14! < 5e-18 for float64, r^8/8! < 6e-9 for float32).
-_INV_FACTORIALS = tuple(1.0 / float(np.prod(np.arange(1, k + 1))) for k in range(14))
-_EXP_COEFFS_F64 = _INV_FACTORIALS
-_EXP_COEFFS_F32 = tuple(np.float32(c) for c in _INV_FACTORIALS[:8])
-_LOG2E = 1.4426950408889634
-# ln(2) split so that n * _LN2_HI is exact (Cody-Waite range reduction).
-_LN2_HI_F64, _LN2_LO_F64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-_LN2_HI_F32, _LN2_LO_F32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
-_ROUNDING_SHIFT_F64, _ROUNDING_SHIFT_F32 = 1.5 * 2.0**52, np.float32(1.5 * 2.0**23)
-_ROUNDING_SHIFT_BITS_F64 = np.int64(np.float64(_ROUNDING_SHIFT_F64).view(np.int64))
-_ROUNDING_SHIFT_BITS_F32 = np.int32(_ROUNDING_SHIFT_F32.view(np.int32))
-
-
 # ---------------------------------------------------------------------------------------------
-# Argument checks and preparation shared by both implementations
+# NumPy twins: the formulas, each row shifted by its max for stability
 # ---------------------------------------------------------------------------------------------
-
-def _as_scale(op, scale, dtype):
-    value = float(scale)
-    if not math.isfinite(value):
-        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
-    return dtype.type(value)
-
-
-def _additive_mask(mask, x):
-    """The mask as additive logits of x's dtype, in the mask's own (unbroadcast) shape."""
-    op = "softmax_forward"
-    mask = np.asarray(mask)
-    if mask.dtype == np.bool_:
-        additive = np.where(mask, 0.0, -np.inf).astype(x.dtype)
-    elif mask.dtype.kind == "f":
-        additive = mask.astype(x.dtype, copy=False)
-    else:
-        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
-                        f"logits, -inf = masked), got dtype {mask.dtype}")
-    try:
-        full_shape = np.broadcast_shapes(additive.shape, x.shape)
-    except ValueError:
-        full_shape = None
-    if full_shape != x.shape:
-        raise ValueError(f"{op}: mask of shape {mask.shape} does not broadcast to x of shape "
-                         f"{x.shape}")
-    return additive
-
-
-def _mask_by_row(additive, x_shape):
-    """(mask rows as a C-contiguous (M, N) array, int64 index of the mask row for each x row)."""
-    n = x_shape[-1]
-    mask = additive.reshape((1,) * (len(x_shape) - additive.ndim) + additive.shape)
-    mask_lead = mask.shape[:-1]
-    mask_rows = np.array(np.broadcast_to(mask, mask_lead + (n,)), order="C").reshape(-1, n)
-    numbering = np.arange(mask_rows.shape[0], dtype=np.int64).reshape(mask_lead)
-    row_of = np.array(np.broadcast_to(numbering, x_shape[:-1]), order="C").reshape(-1)
-    return mask_rows, row_of
-
-
-# ---------------------------------------------------------------------------------------------
-# NumPy twins
-# ---------------------------------------------------------------------------------------------
-
-def _row_max_or_zero(z):
-    """Row maxima, with 0 for all -inf rows so that z - max stays -inf instead of NaN."""
-    top = z.max(axis=-1, keepdims=True)
-    return np.where(np.isneginf(top), z.dtype.type(0), top)
-
 
 def softmax_forward_numpy(x, scale=1.0, mask=None):
     """softmax(x * scale + mask) over the last axis (NumPy twin)."""
@@ -154,24 +93,133 @@ def log_softmax_backward_numpy(y, dy):
     return np.where(dead_rows, dy.dtype.type(0), dx)
 
 
+def _row_max_or_zero(z):
+    """Row maxima, with 0 for all -inf rows so that z - max stays -inf instead of NaN."""
+    top = z.max(axis=-1, keepdims=True)
+    return np.where(np.isneginf(top), z.dtype.type(0), top)
+
+
 # ---------------------------------------------------------------------------------------------
-# Numba kernels
+# What the package calls: the twin or the Numba kernel, by the backend
 # ---------------------------------------------------------------------------------------------
 
+def softmax_forward(x, scale=1.0, mask=None):
+    """softmax(x * scale + mask) over the last axis, on the selected backend.
+
+    x: float32/float64 array (..., N). scale: a number applied to x before the mask, e.g.
+    1/sqrt(d_k) in attention. mask: None, additive floats or booleans (True = may attend),
+    broadcastable to x. Returns y with x's shape and dtype; rows sum to 1 (0 if fully masked).
+    """
+    impl = softmax_forward_numba if use_numba() else softmax_forward_numpy
+    return impl(x, scale, mask)
+
+
+def softmax_backward(y, dy, scale=1.0):
+    """Gradient of softmax_forward w.r.t. x, from its output y and the upstream gradient dy.
+
+    The mask needs no argument: masked positions have y = 0, hence dx = 0 there.
+    """
+    impl = softmax_backward_numba if use_numba() else softmax_backward_numpy
+    return impl(y, dy, scale)
+
+
+def log_softmax_forward(x):
+    """log(softmax(x)) over the last axis, on the selected backend (all -inf row -> -inf)."""
+    impl = log_softmax_forward_numba if use_numba() else log_softmax_forward_numpy
+    return impl(x)
+
+
+def log_softmax_backward(y, dy):
+    """Gradient of log_softmax_forward w.r.t. x, from its output y and upstream gradient dy."""
+    impl = log_softmax_backward_numba if use_numba() else log_softmax_backward_numpy
+    return impl(y, dy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks and preparation shared by both implementations
+# ---------------------------------------------------------------------------------------------
+
+def _as_scale(op, scale, dtype):
+    value = float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
+    return dtype.type(value)
+
+
+def _additive_mask(mask, x):
+    """The mask as additive logits of x's dtype, in the mask's own (unbroadcast) shape."""
+    op = "softmax_forward"
+    mask = np.asarray(mask)
+    if mask.dtype == np.bool_:
+        additive = np.where(mask, 0.0, -np.inf).astype(x.dtype)
+    elif mask.dtype.kind == "f":
+        additive = mask.astype(x.dtype, copy=False)
+    else:
+        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
+                        f"logits, -inf = masked), got dtype {mask.dtype}")
+    try:
+        full_shape = np.broadcast_shapes(additive.shape, x.shape)
+    except ValueError:
+        full_shape = None
+    if full_shape != x.shape:
+        raise ValueError(f"{op}: mask of shape {mask.shape} does not broadcast to x of shape "
+                         f"{x.shape}")
+    return additive
+
+
+def _mask_by_row(additive, x_shape):
+    """(mask rows as a C-contiguous (M, N) array, int64 index of the mask row for each x row)."""
+    n = x_shape[-1]
+    mask = additive.reshape((1,) * (len(x_shape) - additive.ndim) + additive.shape)
+    mask_lead = mask.shape[:-1]
+    mask_rows = np.array(np.broadcast_to(mask, mask_lead + (n,)), order="C").reshape(-1, n)
+    numbering = np.arange(mask_rows.shape[0], dtype=np.int64).reshape(mask_lead)
+    row_of = np.array(np.broadcast_to(numbering, x_shape[:-1]), order="C").reshape(-1)
+    return mask_rows, row_of
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba kernels: the same arithmetic as the twins, with the rows cut into cache-sized chunks
+# ---------------------------------------------------------------------------------------------
+
+# Rows are processed in chunks of about this many elements: small enough to stay in the L1/L2
+# cache between passes, large enough that the exp pass runs as one long SIMD loop.
+CHUNK_ELEMS = 4096
+
+# exp(r) for |r| <= ln(2)/2 by its Taylor series; truncation error is below the dtype's epsilon
+# (r^14/14! < 5e-18 for float64, r^8/8! < 6e-9 for float32).
+_INV_FACTORIALS = tuple(1.0 / float(np.prod(np.arange(1, k + 1))) for k in range(14))
+_EXP_COEFFS_F64 = _INV_FACTORIALS
+_EXP_COEFFS_F32 = tuple(np.float32(c) for c in _INV_FACTORIALS[:8])
+_LOG2E = 1.4426950408889634
+# ln(2) split so that n * _LN2_HI is exact (Cody-Waite range reduction).
+_LN2_HI_F64, _LN2_LO_F64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_LN2_HI_F32, _LN2_LO_F32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
+_ROUNDING_SHIFT_F64, _ROUNDING_SHIFT_F32 = 1.5 * 2.0**52, np.float32(1.5 * 2.0**23)
+_ROUNDING_SHIFT_BITS_F64 = np.int64(np.float64(_ROUNDING_SHIFT_F64).view(np.int64))
+_ROUNDING_SHIFT_BITS_F32 = np.int32(_ROUNDING_SHIFT_F32.view(np.int32))
+
+
+# Stubs that only name the helpers and per-chunk bodies: Numba compiles the bodies registered
+# with @overload below. Kernels reach helpers through module-level names like these rather than
+# closure variables, because Numba keys its on-disk cache on the pickled closure, which would
+# change from run to run if it held jit functions.
+
 def _simd_exp(x):
-    """exp that LLVM can vectorise (libm's exp is a scalar call); typed for Numba below."""
+    """exp that LLVM can vectorise (libm's exp is a scalar call)."""
     return np.exp(x)
 
 
 def _row_max(a, r):
-    """max of row r of 2-D a, skipping NaNs after the first element; typed for Numba below."""
+    """max of row r of 2-D a, skipping NaNs after the first element."""
     return max(a[r])
 
 
-# The per-chunk bodies of the kernels. These stubs only name them: Numba compiles the bodies
-# registered with @overload in _numba_kernels. Kernels reach helpers through module-level names
-# like these rather than closure variables, because Numba keys its on-disk cache on the pickled
-# closure, which would change from run to run if it held jit functions.
+def _chunking(n_rows, n_cols):
+    """(rows per chunk, number of chunks) for chunks of about CHUNK_ELEMS elements."""
+    step = max(1, CHUNK_ELEMS // n_cols)
+    return step, (n_rows + step - 1) // step
+
 
 def _softmax_rows(x, scale, mask, mask_row_of, out):
     """out = softmax(x * scale + mask[mask_row_of]) for a block of rows (Numba only)."""
@@ -196,15 +244,34 @@ def _log_softmax_backward_rows(y, dy, dx):
 @lazy_kernels
 def _numba_kernels(numba):
     """Compile-on-first-use Numba kernels; returns a namespace of them."""
+    from numba.core import types
+    from numba.extending import overload, register_jitable
+
+    casts = _bit_casts(numba)
+    exp_f32, exp_f64 = _compile_exp(numba, casts)
+
+    @overload(_simd_exp, jit_options={"fastmath": {"contract"}})
+    def _simd_exp_typed(x):
+        if x == types.float32:
+            return lambda x: exp_f32(x)
+        if x == types.float64:
+            return lambda x: exp_f64(x)
+        return None
+
+    register_jitable(_chunking)
+    _register_row_max(numba, casts)
+    _register_softmax_rows(numba)
+    _register_log_softmax_rows(numba)
+    return SimpleNamespace(**_compile_drivers(numba), exp_f32=exp_f32, exp_f64=exp_f64)
+
+
+def _bit_casts(numba):
+    """Intrinsics reinterpreting a float's bits as an int and back (free in machine code)."""
     from llvmlite import ir
     from numba.core import types
-    from numba.extending import intrinsic, overload
-
-    njit = functools.partial(numba.njit, cache=True)
-    prange = numba.prange
+    from numba.extending import intrinsic
 
     def bitcast(name, from_type, to_type, to_ir):
-        """An intrinsic reinterpreting a value's bits as another type (free in machine code)."""
         def typer(typingctx, value):
             def codegen(context, builder, signature, args):
                 return builder.bitcast(args[0], to_ir)
@@ -212,17 +279,27 @@ def _numba_kernels(numba):
         typer.__name__ = name
         return intrinsic(typer)
 
-    float64_from_bits = bitcast("float64_from_bits", types.int64, types.float64, ir.DoubleType())
-    bits_of_float64 = bitcast("bits_of_float64", types.float64, types.int64, ir.IntType(64))
-    float32_from_bits = bitcast("float32_from_bits", types.int32, types.float32, ir.FloatType())
-    bits_of_float32 = bitcast("bits_of_float32", types.float32, types.int32, ir.IntType(32))
+    return SimpleNamespace(
+        float64_from_bits=bitcast("float64_from_bits", types.int64, types.float64, ir.DoubleType()),
+        bits_of_float64=bitcast("bits_of_float64", types.float64, types.int64, ir.IntType(64)),
+        float32_from_bits=bitcast("float32_from_bits", types.int32, types.float32, ir.FloatType()),
+        bits_of_float32=bitcast("bits_of_float32", types.float32, types.int32, ir.IntType(32)))
 
-    # exp(x) = 2^n * exp(r) with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2].
-    # Adding 1.5 * 2^52 (2^23 for float32) rounds x / ln 2 to an integer held in the low bits
-    # of the sum, so n is read from those bits without a float->int conversion. 2^n is built
-    # from its bit pattern and applied in two halves, so that subnormal results and overflow to
-    # inf come out right. max/min return their first argument when the other is NaN (Python's
-    # rule, which Numba follows), so a NaN x passes the clamps and makes the result NaN.
+
+def _compile_exp(numba, casts):
+    """(exp_f32, exp_f64): exp written out, so that LLVM can vectorise the exp pass.
+
+    exp(x) = 2^n * exp(r) with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2].
+    Adding 1.5 * 2^52 (2^23 for float32) rounds x / ln 2 to an integer held in the low bits of
+    the sum, so n is read from those bits without a float->int conversion. 2^n is built from its
+    bit pattern and applied in two halves, so that subnormal results and overflow to inf come
+    out right. max/min return their first argument when the other is NaN (Python's rule, which
+    Numba follows), so a NaN x passes the clamps and makes the result NaN.
+    """
+    njit = functools.partial(numba.njit, cache=True)
+    float64_from_bits, bits_of_float64 = casts.float64_from_bits, casts.bits_of_float64
+    float32_from_bits, bits_of_float32 = casts.float32_from_bits, casts.bits_of_float32
+
     @njit(fastmath={"contract"})
     def exp_f64(x):
         x = min(max(x, -800.0), 710.0)
@@ -255,18 +332,28 @@ def _numba_kernels(numba):
         return (p * float32_from_bits(np.int32((half + 127) << 23))
                 * float32_from_bits(np.int32((rest + 127) << 23)))
 
-    # Short rows: four running maxima instead of one, so the compares of a row do not wait on
-    # each other. Long rows: compare the floats' bit patterns as integers, which LLVM turns into
-    # SIMD max instructions (it cannot for float compares that must respect NaN). Flipping the
-    # magnitude bits of negative numbers makes the integer order match the float order.
-    # Either way max skips a NaN z (unless it comes first); the NaN still reaches every output
-    # of its row through exp(z - top) and the row sum.
+    return exp_f32, exp_f64
+
+
+def _register_row_max(numba, casts):
+    """Compile _row_max.
+
+    Short rows: four running maxima instead of one, so the compares of a row do not wait on each
+    other. Long rows: compare the floats' bit patterns as integers, which LLVM turns into SIMD
+    max instructions (it cannot for float compares that must respect NaN). Flipping the
+    magnitude bits of negative numbers makes the integer order match the float order. Either
+    way max skips a NaN z (unless it comes first); the NaN still reaches every output of its row
+    through exp(z - top) and the row sum.
+    """
+    from numba.core import types
+    from numba.extending import overload
+
     @overload(_row_max)
     def _row_max_typed(a, r):
         if a.dtype == types.float32:
-            to_bits, from_bits, int_type = bits_of_float32, float32_from_bits, np.int32
+            to_bits, from_bits, int_type = casts.bits_of_float32, casts.float32_from_bits, np.int32
         else:
-            to_bits, from_bits, int_type = bits_of_float64, float64_from_bits, np.int64
+            to_bits, from_bits, int_type = casts.bits_of_float64, casts.float64_from_bits, np.int64
         sign_shift = int_type(8 * np.dtype(int_type).itemsize - 1)
         magnitude = int_type(np.iinfo(int_type).max)
 
@@ -293,16 +380,13 @@ def _numba_kernels(numba):
             return max(max(m0, m1), max(m2, m3))
         return row_max
 
-    @overload(_simd_exp, jit_options={"fastmath": {"contract"}})
-    def _simd_exp_typed(x):
-        if x == types.float32:
-            return lambda x: exp_f32(x)
-        if x == types.float64:
-            return lambda x: exp_f64(x)
-        return None
 
-    # Chunk bodies. Rows arrive as views indexed from 0, so LLVM can prove indices non-negative
-    # and vectorise; exp runs as one long loop over the whole chunk instead of one per row.
+# Chunk bodies. Rows arrive as views indexed from 0, so LLVM can prove indices non-negative and
+# vectorise; exp runs as one long loop over the whole chunk instead of one per row.
+
+def _register_softmax_rows(numba):
+    """Compile _softmax_rows and _softmax_backward_rows."""
+    from numba.extending import overload
 
     @overload(_softmax_rows, jit_options={"fastmath": FASTMATH})
     def _softmax_rows_typed(x, scale, mask, mask_row_of, out):
@@ -347,10 +431,17 @@ def _numba_kernels(numba):
                     dx[r, j] = scale * y[r, j] * (dy[r, j] - dot)
         return softmax_backward_rows
 
-    # log_softmax keeps its two subtractions apart, (x - max) - log(sum): folding max + log(sum)
-    # into one offset first would round it to the precision of max, which costs float32
-    # results near 0 most of their digits when max is ~1e4. So x - max stays in out and the
-    # exps go to a scratch buffer.
+
+def _register_log_softmax_rows(numba):
+    """Compile _log_softmax_rows and _log_softmax_backward_rows.
+
+    log_softmax keeps its two subtractions apart, (x - max) - log(sum): folding max + log(sum)
+    into one offset first would round it to the precision of max, which costs float32 results
+    near 0 most of their digits when max is ~1e4. So x - max stays in out and the exps go to a
+    scratch buffer.
+    """
+    from numba.extending import overload
+
     @overload(_log_softmax_rows, jit_options={"fastmath": FASTMATH})
     def _log_softmax_rows_typed(x, out):
         def log_softmax_rows(x, out):
@@ -395,62 +486,56 @@ def _numba_kernels(numba):
                         dx[r, j] = dy[r, j] - dx[r, j] * total_dy
         return log_softmax_backward_rows
 
-    # Drivers: split the rows into chunks of about CHUNK_ELEMS elements and hand them to
-    # threads (the wrappers keep small inputs on one thread, see backend.threads_for).
 
-    @njit(parallel=True)
+def _compile_drivers(numba):
+    """The four kernels: each hands chunks of rows to threads (prange) and runs a chunk body on
+    each (the wrappers keep small inputs on one thread, see backend.threads_for)."""
+    njit = functools.partial(numba.njit, cache=True, parallel=True)
+    prange = numba.prange
+
+    @njit
     def softmax_forward(x, scale, mask, mask_row_of, out):
         """out[r] = softmax(x[r] * scale + mask[mask_row_of[r]]); no mask if mask_row_of is empty.
 
         Needs scale >= 0 (the wrapper flips the signs of x and scale otherwise).
         """
-        step = max(1, CHUNK_ELEMS // x.shape[1])
-        n_chunks = (x.shape[0] + step - 1) // step
+        step, n_chunks = _chunking(x.shape[0], x.shape[1])
         masked = mask_row_of.size > 0
         for c in prange(n_chunks):
             rows = slice(c * step, (c + 1) * step)
             _softmax_rows(x[rows], scale, mask, mask_row_of[rows] if masked else mask_row_of,
                           out[rows])
 
-    @njit(parallel=True)
+    @njit
     def softmax_backward(y, dy, scale, dx):
         """dx[r] = scale * y[r] * (dy[r] - <dy[r], y[r]>)."""
-        step = max(1, CHUNK_ELEMS // y.shape[1])
-        n_chunks = (y.shape[0] + step - 1) // step
+        step, n_chunks = _chunking(y.shape[0], y.shape[1])
         for c in prange(n_chunks):
             rows = slice(c * step, (c + 1) * step)
             _softmax_backward_rows(y[rows], dy[rows], scale, dx[rows])
 
-    @njit(parallel=True)
+    @njit
     def log_softmax_forward(x, out):
         """out[r] = (x[r] - max) - log(sum(exp(x[r] - max))); all -inf rows stay -inf."""
-        step = max(1, CHUNK_ELEMS // x.shape[1])
-        n_chunks = (x.shape[0] + step - 1) // step
+        step, n_chunks = _chunking(x.shape[0], x.shape[1])
         for c in prange(n_chunks):
             rows = slice(c * step, (c + 1) * step)
             _log_softmax_rows(x[rows], out[rows])
 
-    @njit(parallel=True)
+    @njit
     def log_softmax_backward(y, dy, dx):
         """dx[r] = dy[r] - exp(y[r]) * sum(dy[r]); 0 on rows where y is all -inf."""
-        step = max(1, CHUNK_ELEMS // y.shape[1])
-        n_chunks = (y.shape[0] + step - 1) // step
+        step, n_chunks = _chunking(y.shape[0], y.shape[1])
         for c in prange(n_chunks):
             rows = slice(c * step, (c + 1) * step)
             _log_softmax_backward_rows(y[rows], dy[rows], dx[rows])
 
-    return SimpleNamespace(
-        softmax_forward=softmax_forward,
-        softmax_backward=softmax_backward,
-        log_softmax_forward=log_softmax_forward,
-        log_softmax_backward=log_softmax_backward,
-        exp_f32=exp_f32,
-        exp_f64=exp_f64,
-    )
+    return {"softmax_forward": softmax_forward, "softmax_backward": softmax_backward,
+            "log_softmax_forward": log_softmax_forward, "log_softmax_backward": log_softmax_backward}
 
 
 # ---------------------------------------------------------------------------------------------
-# Numba entry points (same signatures as the twins) and backend-dispatching functions
+# Numba entry points (same signatures as the twins)
 # ---------------------------------------------------------------------------------------------
 
 def softmax_forward_numba(x, scale=1.0, mask=None):
@@ -509,35 +594,3 @@ def log_softmax_backward_numba(y, dy):
             _numba_kernels().log_softmax_backward(rows_of(y), rows_of(dy),
                                                   dx.reshape(-1, y.shape[-1]))
     return dx
-
-
-def softmax_forward(x, scale=1.0, mask=None):
-    """softmax(x * scale + mask) over the last axis, on the selected backend.
-
-    x: float32/float64 array (..., N). scale: a number applied to x before the mask, e.g.
-    1/sqrt(d_k) in attention. mask: None, additive floats or booleans (True = may attend),
-    broadcastable to x. Returns y with x's shape and dtype; rows sum to 1 (0 if fully masked).
-    """
-    impl = softmax_forward_numba if use_numba() else softmax_forward_numpy
-    return impl(x, scale, mask)
-
-
-def softmax_backward(y, dy, scale=1.0):
-    """Gradient of softmax_forward w.r.t. x, from its output y and the upstream gradient dy.
-
-    The mask needs no argument: masked positions have y = 0, hence dx = 0 there.
-    """
-    impl = softmax_backward_numba if use_numba() else softmax_backward_numpy
-    return impl(y, dy, scale)
-
-
-def log_softmax_forward(x):
-    """log(softmax(x)) over the last axis, on the selected backend (all -inf row -> -inf)."""
-    impl = log_softmax_forward_numba if use_numba() else log_softmax_forward_numpy
-    return impl(x)
-
-
-def log_softmax_backward(y, dy):
-    """Gradient of log_softmax_forward w.r.t. x, from its output y and upstream gradient dy."""
-    impl = log_softmax_backward_numba if use_numba() else log_softmax_backward_numpy
-    return impl(y, dy)
