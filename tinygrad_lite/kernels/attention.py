@@ -197,6 +197,106 @@ def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep
 # Numba kernels
 # ---------------------------------------------------------------------------------------------
 
+# The steps of the fused kernel for one (batch row, head, query), written as plain functions
+# that Numba compiles inline into the two kernels below (register_jitable in _numba_kernels).
+
+def _scores_row(q_i, k, b, head, n_keys, scale, row):
+    """row[j] = scale · q_i·k_j for the first n_keys keys."""
+    zero = row.dtype.type(0)
+    for j in range(n_keys):
+        k_j = k[b, j, head]
+        total = zero
+        for e in range(q_i.shape[0]):
+            total += q_i[e] * k_j[e]
+        row[j] = total * scale
+
+
+def _add_mask_row(row, mask_row, mask_is_bool, n_keys):
+    """row += mask: a False (or -inf) entry removes its key."""
+    minus_inf = row.dtype.type(-np.inf)
+    for j in range(n_keys):
+        if mask_is_bool:
+            if not mask_row[j]:
+                row[j] += minus_inf
+        else:
+            row[j] += mask_row[j]
+
+
+def _softmax_row(row, n_keys):
+    """row = softmax(row) in place, shifted by its max; an all -inf row becomes zeros."""
+    zero = row.dtype.type(0)
+    top = row[0]
+    for j in range(1, n_keys):
+        top = max(top, row[j])
+    if top == -np.inf:
+        top = zero
+    total = zero
+    for j in range(n_keys):
+        row[j] = _softmax._simd_exp(row[j] - top)
+        total += row[j]
+    if total != 0:
+        inv = row.dtype.type(1) / total
+        for j in range(n_keys):
+            row[j] *= inv
+
+
+def _mix_values(row, keep, b, head, i, dropping, keep_scale, v, b_kv, n_keys, o):
+    """o = Σ_j p_j · v_j, p = the weights row after dropout."""
+    zero = row.dtype.type(0)
+    o[:] = 0
+    for j in range(n_keys):
+        p = row[j]
+        if dropping:
+            p = p * keep_scale if keep[b, head, i, j] else zero
+        if p != 0:
+            v_j = v[b_kv, j, head]
+            for e in range(o.shape[0]):
+                o[e] += p * v_j[e]
+
+
+def _dweights_row(do_i, v, b, head, n_keys, dweights):
+    """dweights[j] = dO_i · v_j (the gradient of the weights, before dropout's mask)."""
+    zero = dweights.dtype.type(0)
+    for j in range(n_keys):
+        v_j = v[b, j, head]
+        total = zero
+        for e in range(do_i.shape[0]):
+            total += do_i[e] * v_j[e]
+        dweights[j] = total
+
+
+def _dropout_and_dv(row, dweights, keep, b, head, i, dropping, keep_scale, do_i, dv, n_keys):
+    """Apply dropout's mask to dweights; dv_j += p̃_j · dO_i."""
+    zero = row.dtype.type(0)
+    for j in range(n_keys):
+        p = row[j]
+        if dropping:
+            if keep[b, head, i, j]:
+                p *= keep_scale
+                dweights[j] *= keep_scale
+            else:
+                p = zero
+                dweights[j] = zero
+        if p != 0:
+            dv_j = dv[b, j, head]
+            for e in range(do_i.shape[0]):
+                dv_j[e] += p * do_i[e]
+
+
+def _dq_dk(row, dweights, scale, q_i, dq_i, k, dk, b, head, n_keys):
+    """dS_j = scale · P_j · (dP_j − Σ dP·P); dq_i += dS_j · k_j, dk_j += dS_j · q_i."""
+    dot = row.dtype.type(0)
+    for j in range(n_keys):
+        dot += dweights[j] * row[j]
+    for j in range(n_keys):
+        ds = scale * row[j] * (dweights[j] - dot)
+        if ds != 0:
+            k_j, dk_j = k[b, j, head], dk[b, j, head]
+            for e in range(q_i.shape[0]):
+                dq_i[e] += ds * k_j[e]
+                dk_j[e] += ds * q_i[e]
+
+
 @lazy_kernels
 def _numba_kernels(numba):
     """Compile-on-first-use Numba kernels; returns a namespace of them.
@@ -206,110 +306,49 @@ def _numba_kernels(numba):
     gradients are sums of rows of V, K and Q (axpy); LLVM vectorises both. Softmax uses the SIMD
     exp of the softmax kernels.
     """
-    _softmax._numba_kernels()  # registers _simd_exp, used below
-    njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
-    prange = numba.prange
-    simd_exp = _softmax._simd_exp
+    from numba.extending import register_jitable
 
-    @njit(parallel=True)
+    _softmax._numba_kernels()  # registers _simd_exp, used by _softmax_row
+    for step in (_scores_row, _add_mask_row, _softmax_row, _mix_values, _dweights_row,
+                 _dropout_and_dv, _dq_dk):
+        register_jitable(inline="always")(step)
+    njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH, parallel=True)
+    prange = numba.prange
+
+    @njit
     def forward(q, k, v, n_keys, scale, mask, mask_is_bool, keep, keep_scale, out, weights):
         """out, weights for q (B,T_q,h,d), keys/values k[:, :n_keys], v[:, :n_keys]. `mask` is
         (B or 1, h or 1, T_q or 1, n_keys), boolean (False adds -inf) or additive; empty: none."""
-        B, T_q, h, d_k = q.shape
-        d_v = v.shape[3]
-        masked = mask.size > 0
+        B, T_q, h = q.shape[:3]
+        masked, dropping, shared = mask.size > 0, keep.size > 0, k.shape[0] == 1
         mask_b, mask_h, mask_i = mask.shape[0] > 1, mask.shape[1] > 1, mask.shape[2] > 1
-        minus_inf = q.dtype.type(-np.inf)
-        dropping = keep.size > 0
-        shared = k.shape[0] == 1
-        zero = q.dtype.type(0)
         for task in prange(B * h):
             b, head = task // h, task % h
             b_kv = 0 if shared else b
             for i in range(T_q):
                 row = weights[b, head, i]
-                q_i = q[b, i, head]
-                for j in range(n_keys):
-                    k_j = k[b_kv, j, head]
-                    total = zero
-                    for e in range(d_k):
-                        total += q_i[e] * k_j[e]
-                    row[j] = total * scale
+                _scores_row(q[b, i, head], k, b_kv, head, n_keys, scale, row)
                 if masked:
                     mask_row = mask[b if mask_b else 0, head if mask_h else 0, i if mask_i else 0]
-                    for j in range(n_keys):
-                        if mask_is_bool:
-                            if not mask_row[j]:
-                                row[j] += minus_inf
-                        else:
-                            row[j] += mask_row[j]
-                top = row[0]
-                for j in range(1, n_keys):
-                    top = max(top, row[j])
-                if top == -np.inf:
-                    top = zero
-                total = zero
-                for j in range(n_keys):
-                    row[j] = simd_exp(row[j] - top)
-                    total += row[j]
-                if total != 0:
-                    inv = q.dtype.type(1) / total
-                    for j in range(n_keys):
-                        row[j] *= inv
-                o = out[b, i, head]
-                o[:] = 0
-                for j in range(n_keys):
-                    p = row[j]
-                    if dropping:
-                        p = p * keep_scale if keep[b, head, i, j] else zero
-                    if p != 0:
-                        v_j = v[b_kv, j, head]
-                        for e in range(d_v):
-                            o[e] += p * v_j[e]
+                    _add_mask_row(row, mask_row, mask_is_bool, n_keys)
+                _softmax_row(row, n_keys)
+                _mix_values(row, keep, b, head, i, dropping, keep_scale, v, b_kv, n_keys,
+                            out[b, i, head])
 
-    @njit(parallel=True)
+    @njit
     def backward(q, k, v, n_keys, weights, dout, scale, keep, keep_scale, dq, dk, dv):
         """Fill dq, dk, dv (zeroed by the caller) for the forward above."""
-        B, T_q, h, d_k = q.shape
-        d_v = v.shape[3]
+        B, T_q, h = q.shape[:3]
         dropping = keep.size > 0
-        zero = q.dtype.type(0)
         for task in prange(B * h):
             b, head = task // h, task % h
             dweights = np.empty(n_keys, dtype=q.dtype)
             for i in range(T_q):
-                row = weights[b, head, i]
-                do_i = dout[b, i, head]
-                for j in range(n_keys):
-                    v_j = v[b, j, head]
-                    total = zero
-                    for e in range(d_v):
-                        total += do_i[e] * v_j[e]
-                    dweights[j] = total
-                for j in range(n_keys):
-                    p = row[j]
-                    if dropping:
-                        if keep[b, head, i, j]:
-                            p *= keep_scale
-                            dweights[j] *= keep_scale
-                        else:
-                            p = zero
-                            dweights[j] = zero
-                    if p != 0:
-                        dv_j = dv[b, j, head]
-                        for e in range(d_v):
-                            dv_j[e] += p * do_i[e]
-                dot = zero
-                for j in range(n_keys):
-                    dot += dweights[j] * row[j]
-                q_i, dq_i = q[b, i, head], dq[b, i, head]
-                for j in range(n_keys):
-                    ds = scale * row[j] * (dweights[j] - dot)
-                    if ds != 0:
-                        k_j, dk_j = k[b, j, head], dk[b, j, head]
-                        for e in range(d_k):
-                            dq_i[e] += ds * k_j[e]
-                            dk_j[e] += ds * q_i[e]
+                row, do_i = weights[b, head, i], dout[b, i, head]
+                _dweights_row(do_i, v, b, head, n_keys, dweights)
+                _dropout_and_dv(row, dweights, keep, b, head, i, dropping, keep_scale, do_i, dv,
+                                n_keys)
+                _dq_dk(row, dweights, scale, q[b, i, head], dq[b, i, head], k, dk, b, head, n_keys)
 
     return SimpleNamespace(forward=forward, backward=backward)
 
