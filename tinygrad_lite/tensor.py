@@ -8,7 +8,7 @@ Every op is defined once, its forward and backward side by side:
 
 `_make` records the op's name, its inputs and the backward function, which maps
 the gradient of the output to one gradient per input. Binary ops broadcast as
-NumPy does and reduce each gradient back to its input's shape (`_unbroadcast`).
+NumPy does and reduce each gradient back to its input's shape (`unbroadcast`).
 matmul, softmax, log_softmax and layer_norm run through `tinygrad_lite.kernels`
 (Numba JIT with NumPy twins).
 """
@@ -23,24 +23,12 @@ import numpy as np
 
 from . import autograd
 from . import kernels as K
+from .kernels.backend import unbroadcast
 from .random import rng
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _GRAD_STATE = autograd._state  # per-thread grad mode, scope and anomaly flags, read by every op
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
-
-
-def _unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
-    """Sum `grad` over the axes that broadcasting added or stretched, back to `shape`."""
-    if grad.shape == shape:
-        return grad
-    extra = grad.ndim - len(shape)
-    if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    if stretched:
-        grad = grad.sum(axis=stretched, keepdims=True)
-    return grad
 
 
 def _broadcast_shape(op: str, *shapes) -> tuple:
@@ -406,14 +394,14 @@ class Tensor:
             return self._make(self.data + c, "add", (self,), None)
         a, b = self._binary_inputs(other, "add", _reflected)
         return a._make(a.data + b.data, "add", (a, b),
-                       lambda g: (_unbroadcast(g, a.shape), _unbroadcast(g, b.shape)))
+                       lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape)))
 
     @_public_signature
     def sub(self, other, _reflected=False):
         """Returns self - other elementwise, broadcasting, like torch.sub."""
         a, b = self._binary_inputs(other, "sub", _reflected)
         return a._make(a.data - b.data, "sub", (a, b),
-                       lambda g: (_unbroadcast(g, a.shape), _unbroadcast(-g, b.shape)))
+                       lambda g: (unbroadcast(g, a.shape), unbroadcast(-g, b.shape)))
 
     @_public_signature
     def mul(self, other, _reflected=False):
@@ -423,8 +411,8 @@ class Tensor:
             return self._make(self.data * c, "mul", (self,), None)
         a, b = self._binary_inputs(other, "mul", _reflected)
         return a._make(a.data * b.data, "mul", (a, b),
-                       lambda g: (_unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
-                                  _unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
+                       lambda g: (unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
+                                  unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
 
     @_public_signature
     def div(self, other, _reflected=False):
@@ -432,8 +420,8 @@ class Tensor:
         a, b = self._binary_inputs(other, "div", _reflected)
         out = a.data / b.data
         return a._make(out, "div", (a, b),
-                       lambda g: (_unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
-                                  _unbroadcast(-g * out / b.data, b.shape) if b.requires_grad else None))
+                       lambda g: (unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
+                                  unbroadcast(-g * out / b.data, b.shape) if b.requires_grad else None))
 
     @_public_signature
     def pow(self, exponent, _reflected=False):
@@ -446,12 +434,12 @@ class Tensor:
         out = a.data ** b.data
 
         def backward(g):
-            ga = _unbroadcast(g * b.data * a.data ** (b.data - 1), a.shape) if a.requires_grad else None
+            ga = unbroadcast(g * b.data * a.data ** (b.data - 1), a.shape) if a.requires_grad else None
             gb = None
             if b.requires_grad:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     log_a = np.where(a.data > 0, np.log(np.where(a.data > 0, a.data, 1)), 0)
-                gb = _unbroadcast(g * out * log_a, b.shape)
+                gb = unbroadcast(g * out * log_a, b.shape)
             return ga, gb
         return a._make(out, "pow", (a, b), backward)
 
@@ -604,7 +592,7 @@ class Tensor:
         out = np.maximum(a.data, b.data)
         a_wins = (a.data > b.data) + 0.5 * (a.data == b.data)
         return a._make(out, "maximum", (a, b),
-                       lambda g: (_unbroadcast(g * a_wins, a.shape), _unbroadcast(g * (1 - a_wins), b.shape)))
+                       lambda g: (unbroadcast(g * a_wins, a.shape), unbroadcast(g * (1 - a_wins), b.shape)))
 
     def minimum(self, other):
         """Returns the elementwise min of self and other, broadcasting, like torch.minimum."""
@@ -869,7 +857,7 @@ class Tensor:
             raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}; only size-1 dims "
                              "can grow") from None
         src = self.shape
-        return self._make(out, "expand", (self,), lambda g: (_unbroadcast(g, src),))
+        return self._make(out, "expand", (self,), lambda g: (unbroadcast(g, src),))
 
     # ------------------------------------------------------------ indexing
 
@@ -941,8 +929,8 @@ class Tensor:
         _broadcast_shape("where", c.shape, x.shape, y.shape)
         out = np.where(c, x.data, y.data)
         return x._make(out, "where", (x, y),
-                       lambda g: (_unbroadcast(np.where(c, g, 0).astype(g.dtype), x.shape),
-                                  _unbroadcast(np.where(c, 0, g).astype(g.dtype), y.shape)))
+                       lambda g: (unbroadcast(np.where(c, g, 0).astype(g.dtype), x.shape),
+                                  unbroadcast(np.where(c, 0, g).astype(g.dtype), y.shape)))
 
     # ------------------------------------------------------------ joining
 

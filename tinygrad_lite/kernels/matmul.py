@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
+from .backend import FASTMATH, lazy_kernels, threads_for, unbroadcast, use_numba
 
 # Largest product (multiply-adds per matrix, m*k*n) that matmul_engine sends to the Numba
 # kernel. Measured on the reference machine (bench/README.md): OpenBLAS's small-matrix path
@@ -210,17 +210,6 @@ def matmul(a, b, trans_a=False, trans_b=False):
     return _blas_matmul(a, b, trans_a, trans_b)
 
 
-def _sum_to_shape(grad, shape):
-    """Sum grad over the batch dims that were broadcast to reach it from an input of shape."""
-    extra = grad.ndim - len(shape)
-    if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
-    stretched = tuple(i for i, size in enumerate(shape[:-2]) if size == 1 and grad.shape[i] != 1)
-    if stretched:
-        grad = grad.sum(axis=stretched, keepdims=True)
-    return grad
-
-
 def matmul_backward(a, b, dc, trans_a=False, trans_b=False):
     """(da, db) for c = matmul(a, b, trans_a, trans_b), given dc = dLoss/dc.
 
@@ -244,4 +233,4 @@ def matmul_backward(a, b, dc, trans_a=False, trans_b=False):
         db = matmul(dc, a, trans_a=True, trans_b=trans_a)
     else:
         db = matmul(a, dc, trans_a=not trans_a, trans_b=False)
-    return _sum_to_shape(da, a.shape), _sum_to_shape(db, b.shape)
+    return unbroadcast(da, a.shape), unbroadcast(db, b.shape)
