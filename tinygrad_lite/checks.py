@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def is_int(value) -> bool:
+    """True for a Python or NumPy integer, never a bool (True is an int to Python)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def positive_int(op: str, name: str, value) -> int:
     """value as an int if it is a positive integer (Python or NumPy, never a bool), else a
     ValueError naming the operation and the argument."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+    if not is_int(value) or value <= 0:
         raise ValueError(f"{op}: {name} must be a positive int, got {value!r}")
     return int(value)

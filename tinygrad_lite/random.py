@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import is_int
+
 _rng = np.random.default_rng(0)
 
 
 def manual_seed(seed: int) -> None:
     """Seed every random draw the engine makes (parameter init, randn, dropout)."""
     global _rng
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+    if not is_int(seed):
         raise TypeError(f"manual_seed: expected an int seed, got {type(seed).__name__}")
     _rng = np.random.default_rng(int(seed))
 

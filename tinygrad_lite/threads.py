@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .checks import is_int
+
 ENV_VAR = "TINYGRAD_LITE_NUM_THREADS"
 _requested: int | None = None
 
@@ -16,9 +18,9 @@ _requested: int | None = None
 def set_num_threads(n: int) -> None:
     """Limit BLAS (via threadpoolctl) and Numba to `n` threads for the rest of the process."""
     global _requested
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    if not is_int(n) or n < 1:
         raise ValueError(f"set_num_threads: expected an int >= 1, got {n!r}")
-    _requested = n
+    _requested = n = int(n)
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=n)
     numba = sys.modules.get("numba")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import is_int
 from .module import Module, Parameter
 
 
@@ -15,7 +16,7 @@ class LayerNorm(Module):
                  dtype=np.float32):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
-        if not shape or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0 for n in shape):
+        if not shape or any(not is_int(n) or n <= 0 for n in shape):
             raise ValueError(f"LayerNorm: normalized_shape must be positive ints, got {normalized_shape!r}")
         if not eps > 0:
             raise ValueError(f"LayerNorm: eps must be positive, got {eps}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..checks import positive_int
 from .optimizer import Optimizer, check_number
 
 
@@ -60,9 +61,7 @@ class StepLR(LRScheduler):
     """lr = base_lr · gamma^(last_epoch // step_size)."""
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
-        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
-        self.step_size = step_size
+        self.step_size = positive_int("StepLR", "step_size", step_size)
         self.gamma = check_number("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
@@ -75,9 +74,7 @@ class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (base_lr − eta_min)·(1 + cos(π·last_epoch / T_max)) / 2 (SGDR without restarts)."""
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
-        if isinstance(T_max, bool) or not isinstance(T_max, int) or T_max <= 0:
-            raise ValueError(f"CosineAnnealingLR: T_max must be a positive int, got {T_max!r}")
-        self.T_max = T_max
+        self.T_max = positive_int("CosineAnnealingLR", "T_max", T_max)
         self.eta_min = check_number("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 
@@ -117,11 +114,8 @@ class NoamLR(LRScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, d_model: int, warmup: int = 4000, last_epoch: int = -1):
-        for name, value in (("d_model", d_model), ("warmup", warmup)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"NoamLR: {name} must be a positive int, got {value!r}")
-        self.d_model = d_model
-        self.warmup = warmup
+        self.d_model = positive_int("NoamLR", "d_model", d_model)
+        self.warmup = positive_int("NoamLR", "warmup", warmup)
         super().__init__(optimizer, last_epoch)
 
     def factor(self, step: int) -> float:
