@@ -68,17 +68,6 @@ def ratio(slow, fast):
     return slow / fast if fast else float("nan")
 
 
-@contextlib.contextmanager
-def matmul_engine_forced(engine):
-    """Route every product to one engine ('numba' or 'blas') inside the block."""
-    saved = mm.NUMBA_MAX_MULADDS
-    mm.NUMBA_MAX_MULADDS = math.inf if engine == "numba" else -1
-    try:
-        yield
-    finally:
-        mm.NUMBA_MAX_MULADDS = saved
-
-
 # --------------------------------------------------------------------------------- environment
 
 def set_threads(threads, dtype):
@@ -154,7 +143,6 @@ t = time.perf_counter()
 import numba
 timings = {"import numba": time.perf_counter() - t}
 from tinygrad_lite.kernels import layernorm as ln, softmax as sm
-mm = sys.modules["tinygrad_lite.kernels.matmul"]
 x = np.ones((4, 8), np.float32)
 calls = [
     ("first call (Numba runtime init + softmax_forward)", lambda: sm.softmax_forward_numba(x)),
@@ -163,7 +151,6 @@ calls = [
     ("log_softmax_backward", lambda: sm.log_softmax_backward_numba(x, x)),
     ("layernorm_forward", lambda: ln.layernorm_forward_numba(x, None, None)),
     ("layernorm_backward", lambda: ln.layernorm_backward_numba(x, x, None, x[:, :1], x[:, :1])),
-    ("matmul", lambda: mm.matmul_numba(x, x, trans_b=True)),
 ]
 for name, call in calls:
     t = time.perf_counter()
@@ -316,16 +303,16 @@ def bench_matmul(configs, dtype, repeats, torch, rng, targets):
     for config in configs:
         for label, a, b, trans_b in matmul_cases(config, dtype, rng):
             rows += bench_matmul_case(config, label, a, b, trans_b, repeats, torch, rng, targets)
-    headers = ["config", "product", "pass", "shape", "engine", "matmul path us",
-               "numba kernel us", "np.matmul us", "torch us", "np/path", "np/kernel"]
+    headers = ["config", "product", "pass", "shape", "matmul path us", "np.matmul us", "torch us",
+               "np/path"]
     return markdown(headers, rows)
 
 
 def bench_matmul_case(config, label, a, b, trans_b, repeats, torch, rng, targets):
-    """Rows for one product: our dispatching path, the forced Numba kernel, bare np.matmul
-    calls computing the same products (forward: op(a) @ op(b); backward: the two products
+    """Rows for one product: our path (kernels.matmul, matmul_backward), bare np.matmul calls
+    computing the same products (forward: op(a) @ op(b); backward: the two products
     matmul_backward needs), and torch.matmul."""
-    c = mm.matmul_numpy(a, b, False, trans_b)
+    c = kernels.matmul(a, b, False, trans_b)
     dc = rng.standard_normal(c.shape).astype(a.dtype)
     b_op, a_t = (np.swapaxes(b, -1, -2) if trans_b else b), np.swapaxes(a, -1, -2)
 
@@ -344,8 +331,6 @@ def bench_matmul_case(config, label, a, b, trans_b, repeats, torch, rng, targets
 
     with kernels.use_backend("numba"):
         times = {"path": (median_us(path, repeats), median_us(path_backward, repeats))}
-        with matmul_engine_forced("numba"):
-            times["kernel"] = (median_us(path, repeats), median_us(path_backward, repeats))
     times["np"] = (median_us(bare, repeats), median_us(bare_backward, repeats))
     times["torch"] = (math.nan, math.nan)
     if torch:
@@ -360,38 +345,17 @@ def bench_matmul_case(config, label, a, b, trans_b, repeats, torch, rng, targets
                                                                             tdc)
 
         times["torch"] = (median_us(theirs, repeats), median_us(theirs_backward, repeats))
-    engine = mm.matmul_engine(math.prod(c.shape[:-2]), a.shape[-2], a.shape[-1], c.shape[-1])
     shape = f"{a.shape}@{b.shape}{'^T' if trans_b else ''}"
     rows = []
     for index, direction in enumerate(("fwd", "bwd")):
         ours, blas = times["path"][index], times["np"][index]
-        rows.append((config, label, direction, shape, engine, ours, times["kernel"][index], blas,
-                     times["torch"][index], ratio(blas, ours), ratio(blas, times["kernel"][index])))
+        rows.append((config, label, direction, shape, ours, blas, times["torch"][index],
+                     ratio(blas, ours)))
         where = f"{config} {label} {direction}"
         targets.append((f"{where}: matmul path within 1.2x of np.matmul", ours <= 1.2 * blas))
         if label.startswith(("Q K^T", "A V")):
             targets.append((f"{where}: matmul path faster than np.matmul", ours < blas))
     return rows
-
-
-def matmul_crossover(dtype, repeats, rng):
-    """Numba kernel vs np.matmul from tiny to attention-sized products (the dispatch rule)."""
-    rows = []
-    for n_products, m, k, n in [(1, 1, 1, 1), (1, 2, 2, 2), (1, 4, 4, 4), (1, 8, 8, 8),
-                                (1, 16, 16, 16), (1, 32, 32, 32), (1, 64, 64, 64),
-                                (1, 128, 128, 128), (64, 2, 2, 2), (64, 4, 4, 4),
-                                (64, 8, 8, 8), (256, 16, 16, 16), (256, 16, 32, 16)]:
-        a = rng.standard_normal((n_products, m, k)).astype(dtype)
-        b = rng.standard_normal((n_products, k, n)).astype(dtype)
-        t_kernel = median_us(lambda a=a, b=b: mm.matmul_numba(a, b), repeats)
-        t_np = median_us(lambda a=a, b=b: np.matmul(a, b), repeats)
-        rows.append((f"{n_products} x ({m},{k})@({k},{n})", m * k * n, t_kernel, t_np,
-                     ratio(t_np, t_kernel), "numba" if t_kernel < t_np else "blas"))
-    headers = ["products", "m*k*n", "numba kernel us", "np.matmul us", "np/kernel", "faster"]
-    numba_wins = [row[1] for row in rows if row[-1] == "numba"]
-    verdict = (f"Numba won up to m*k*n = {max(numba_wins)}" if numba_wins
-               else "np.matmul won at every size: crossover never reached (NUMBA_MAX_MULADDS = 0)")
-    return markdown(headers, rows) + "\n\n" + verdict
 
 
 # --------------------------------------------------------------------------------- main
@@ -426,8 +390,6 @@ def main(argv=None):
     print(bench_last_axis(configs, dtype, args.repeats, torch, rng, targets))
     print(f"\n## Matmul ({np.dtype(dtype).name}, us per call)\n")
     print(bench_matmul(configs, dtype, args.repeats, torch, rng, targets))
-    print("\n## Matmul crossover: Numba kernel vs np.matmul\n")
-    print(matmul_crossover(dtype, args.repeats, rng))
     print("\n## Targets\n")
     for name, met in targets:
         print(f"- {'MET    ' if met else 'NOT MET'} {name}")

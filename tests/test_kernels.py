@@ -15,7 +15,7 @@ from tinygrad_lite.gradcheck import numerical_gradient
 from tinygrad_lite.kernels import backend
 from tinygrad_lite.kernels import layernorm as ln
 from tinygrad_lite.kernels import softmax as sm
-from tinygrad_lite.kernels.matmul import matmul_backward, matmul_engine, matmul_numba, matmul_numpy
+from tinygrad_lite.kernels.matmul import matmul_backward
 
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
 DTYPES = [np.float32, np.float64]
@@ -292,7 +292,7 @@ def test_matmul_backward_matches_finite_differences(rng, trans_a, trans_b):
     weights = randn(rng, (2, 3, 3, 5), np.float64)
 
     def loss():
-        return np.sum(weights * matmul_numpy(a, b, trans_a, trans_b))
+        return np.sum(weights * kernels.matmul(a, b, trans_a, trans_b))
 
     da, db = matmul_backward(a, b, weights, trans_a, trans_b)
     assert da.shape == a.shape and db.shape == b.shape
@@ -384,26 +384,16 @@ MATMUL_SHAPES = [((1, 1), (1, 1)), ((3, 7), (7, 5)), ((4, 3, 5), (4, 5, 2)),
 @pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False),
                                               (True, True)])
 @pytest.mark.parametrize("a_shape, b_shape", MATMUL_SHAPES)
-def test_matmul_engines_agree_with_formula(rng, a_shape, b_shape, trans_a, trans_b, dtype):
+def test_matmul_agrees_with_formula(rng, a_shape, b_shape, trans_a, trans_b, dtype):
     a, b = randn(rng, a_shape, dtype), randn(rng, b_shape, dtype)
     # the stored operands are the transposes, so op(a) @ op(b) must equal a @ b
     a_stored = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_stored = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    for impl in (matmul_numba, matmul_numpy, kernels.matmul):
-        c = impl(a_stored, b_stored, trans_a, trans_b)
-        assert c.dtype == dtype and c.shape == expected.shape
-        np.testing.assert_allclose(c, expected, rtol=RTOL[dtype] * 10,
-                                   atol=RTOL[dtype] * 10 * np.sqrt(a.shape[-1]))
-
-
-def test_matmul_reads_views_in_place_and_copies_strided_ones(rng):
-    base_a, base_b = randn(rng, (3, 8, 10), np.float64), randn(rng, (3, 12, 8), np.float64)
-    views = [(base_a.transpose(0, 2, 1), base_b.transpose(0, 2, 1)),       # Fortran-order
-             (base_a[:, ::2, 1:9:2], base_b[:, 1:5, ::3]),                  # strided slices
-             (base_a[::-1, :, :4], base_b[:, :4, :])]                       # reversed batch
-    for a, b in views:
-        assert_close(matmul_numba(a, b), np.matmul(a, b), np.float64)
+    c = kernels.matmul(a_stored, b_stored, trans_a, trans_b)
+    assert c.dtype == dtype and c.shape == expected.shape
+    np.testing.assert_allclose(c, expected, rtol=RTOL[dtype] * 10,
+                               atol=RTOL[dtype] * 10 * np.sqrt(a.shape[-1]))
 
 
 def test_matmul_backward_sums_broadcast_batch_dims(rng):
@@ -414,26 +404,9 @@ def test_matmul_backward_sums_broadcast_batch_dims(rng):
     assert_close(db, np.einsum("ik,zbij->zbkj", a, dc), np.float64)
 
 
-def test_matmul_engine_rule_and_dispatch(monkeypatch, rng):
-    matmul_module = sys.modules["tinygrad_lite.kernels.matmul"]  # kernels.matmul is the function
-    a, b = randn(rng, (2, 3, 4), np.float64), randn(rng, (2, 4, 5), np.float64)
-    monkeypatch.setattr(matmul_module, "NUMBA_MAX_MULADDS", 0)
-    assert matmul_engine(2, 3, 4, 5) == "blas"
-    monkeypatch.setattr(matmul_module, "NUMBA_MAX_MULADDS", 60)
-    assert matmul_engine(2, 3, 4, 5) == "numba" and matmul_engine(2, 3, 4, 6) == "blas"
-    calls = []
-    monkeypatch.setattr(matmul_module, "matmul_numba",
-                        lambda *args: calls.append(args) or matmul_numpy(*args))
-    with kernels.use_backend("numba"):
-        kernels.matmul(a, b)
-    with kernels.use_backend("numpy"):
-        kernels.matmul(a, b)
-    assert len(calls) == 1
-
-
 def test_matmul_zero_sized_dims():
-    assert matmul_numba(np.zeros((2, 0)), np.zeros((0, 3))).tolist() == [[0.0] * 3] * 2
-    assert matmul_numba(np.zeros((0, 4)), np.zeros((4, 3))).shape == (0, 3)
+    assert kernels.matmul(np.zeros((2, 0)), np.zeros((0, 3))).tolist() == [[0.0] * 3] * 2
+    assert kernels.matmul(np.zeros((0, 4)), np.zeros((4, 3))).shape == (0, 3)
 
 
 # --------------------------------------------------------------- hypothesis: random shapes
@@ -448,18 +421,6 @@ def test_random_shapes_softmax_and_layernorm_twins_agree(shape, dtype, seed):
     assert_close(sm.log_softmax_forward_numba(x), sm.log_softmax_forward_numpy(x), dtype)
     assert_close(ln.layernorm_forward_numba(x, None, None)[0],
                  ln.layernorm_forward_numpy(x, None, None)[0], dtype)
-
-
-@settings(max_examples=25, deadline=None)
-@given(m=st.integers(1, 6), k=st.integers(1, 6), n=st.integers(1, 6),
-       batch_a=st.sampled_from([(), (1,), (3,), (2, 1)]),
-       batch_b=st.sampled_from([(), (1,), (3,), (1, 3)]),
-       trans=st.tuples(st.booleans(), st.booleans()), seed=st.integers(0, 2**16))
-def test_random_shapes_matmul_engines_agree(m, k, n, batch_a, batch_b, trans, seed):
-    rng = np.random.default_rng(seed)
-    a = randn(rng, batch_a + ((k, m) if trans[0] else (m, k)), np.float64)
-    b = randn(rng, batch_b + ((n, k) if trans[1] else (k, n)), np.float64)
-    assert_close(matmul_numba(a, b, *trans), matmul_numpy(a, b, *trans), np.float64)
 
 
 # --------------------------------------------------------------- PyTorch parity
@@ -500,7 +461,7 @@ def test_softmax_log_softmax_and_layer_norm_match_torch(rng, backend_name):
      "matmul: inner dims don't match: a (2, 3, 4) @ b (5, 6)"),
     (lambda: kernels.matmul(np.ones((2, 3, 4)), np.ones((3, 4, 5))), ValueError,
      "matmul: batch dims don't broadcast"),
-    (lambda: matmul_numba(np.ones(3), np.ones((3, 2))), ValueError, "reshape a 1-D vector"),
+    (lambda: kernels.matmul(np.ones(3), np.ones((3, 2))), ValueError, "reshape a 1-D vector"),
     (lambda: kernels.matmul(np.ones((2, 2), np.float32), np.ones((2, 2))), TypeError,
      "float32 but b is float64"),
     (lambda: kernels.matmul(np.ones((2, 2), int), np.ones((2, 2), int)), TypeError, "int64"),

@@ -1,7 +1,7 @@
 """CPU kernels for the Transformer's hot spots, each as a Numba JIT kernel and a NumPy twin.
 
 The twins are the readable definitions; the Numba kernels are the fast path and are tested
-against them. All functions take and return NumPy arrays (float32 or float64), never Tensors.
+against them (matmul is np.matmul on both backends: OpenBLAS beat every Numba kernel tried). All functions take and return NumPy arrays (float32 or float64), never Tensors.
 
     matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
     matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)
@@ -22,12 +22,12 @@ the function; import the module's twins with ``from tinygrad_lite.kernels.matmul
 from .attention import attention_backward, attention_engine, attention_forward
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .layernorm import layernorm_backward, layernorm_forward
-from .matmul import matmul, matmul_backward, matmul_engine
+from .matmul import matmul, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "attention_backward", "attention_engine", "attention_forward", "get_backend",
     "layernorm_backward", "layernorm_forward",
-    "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward", "matmul_engine",
+    "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward",
     "set_backend", "softmax_backward", "softmax_forward", "use_backend",
 ]
