@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinygrad_lite import kernels
+from tinygrad_lite import Tensor, kernels
 from tinygrad_lite.gradcheck import numerical_gradient
 from tinygrad_lite.kernels import backend
 from tinygrad_lite.kernels import layernorm as ln
@@ -457,25 +457,21 @@ def test_softmax_log_softmax_and_layer_norm_match_torch(rng, backend_name):
 # --------------------------------------------------------------- bad input gets clear errors
 
 @pytest.mark.parametrize("call, error, words", [
-    (lambda: kernels.matmul(np.ones((2, 3, 4)), np.ones((5, 6))), ValueError,
-     "matmul: inner dims don't match: a (2, 3, 4) @ b (5, 6)"),
-    (lambda: kernels.matmul(np.ones((2, 3, 4)), np.ones((3, 4, 5))), ValueError,
-     "matmul: batch dims don't broadcast"),
-    (lambda: kernels.matmul(np.ones(3), np.ones((3, 2))), ValueError, "reshape a 1-D vector"),
-    (lambda: kernels.matmul(np.ones((2, 2), np.float32), np.ones((2, 2))), TypeError,
-     "float32 but b is float64"),
-    (lambda: kernels.matmul(np.ones((2, 2), int), np.ones((2, 2), int)), TypeError, "int64"),
-    (lambda: matmul_backward(np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 5))), ValueError,
-     "dc has shape (2, 5), expected (2, 4)"),
-    (lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((4, 3), bool)), ValueError,
-     "mask of shape (4, 3) does not broadcast to x of shape (2, 3)"),
-    (lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((2, 3), int)), TypeError,
-     "mask must be boolean"),
-    (lambda: kernels.softmax_forward(np.ones((2, 3)), scale=np.inf), ValueError, "finite"),
-    (lambda: kernels.softmax_forward(np.array(1.0)), ValueError, "at least 1 dimension"),
-    (lambda: kernels.softmax_backward(np.ones((2, 3)), np.ones((3, 2))), ValueError,
-     "softmax_backward: y (2, 3) and dy (3, 2)"),
-    (lambda: kernels.log_softmax_forward(np.ones(3, int)), TypeError, "log_softmax_forward"),
+    # matmul and softmax check at the Tensor boundary (their kernels assert, see below)
+    (lambda: Tensor(np.ones((2, 3, 4))) @ Tensor(np.ones((5, 6))), ValueError,
+     "matmul: inner dims don't match: (2, 3, 4) @ (5, 6)"),
+    (lambda: Tensor(np.ones((2, 3, 4))) @ Tensor(np.ones((3, 4, 5))), ValueError,
+     "matmul (batch dims): shapes (2,) and (3,) cannot be broadcast"),
+    (lambda: Tensor(np.ones((2, 2), np.float32)) @ Tensor(np.ones((2, 2))), TypeError,
+     "matmul: mixing dtypes float32 and float64"),
+    (lambda: Tensor(np.ones((2, 2), int)) @ Tensor(np.ones((2, 2), int)), TypeError, "int64"),
+    (lambda: Tensor(np.ones((2, 3))).softmax(-1, mask=np.ones((4, 3), bool)), ValueError,
+     "softmax: mask of shape (4, 3) cannot broadcast to the input's shape (2, 3)"),
+    (lambda: Tensor(np.ones((2, 3))).softmax(-1, mask=np.ones((2, 3), int)), TypeError,
+     "softmax: mask must be boolean"),
+    (lambda: Tensor(np.ones((2, 3))).softmax(-1, scale=np.inf), ValueError,
+     "softmax: scale must be a finite number"),
+    (lambda: Tensor(np.ones(3, int)).log_softmax(-1), TypeError, "log_softmax: expected a float tensor"),
     (lambda: kernels.layernorm_forward(np.ones((2, 3)), np.ones(4), None), ValueError,
      "layernorm_forward: gamma has shape (4,), expected (N,) = (3,)"),
     (lambda: kernels.layernorm_forward(np.ones((2, 3)), None, None, eps=-1), ValueError, "eps"),
@@ -487,6 +483,21 @@ def test_bad_input_raises_a_clear_error(call, error, words, backend_name):
     with kernels.use_backend(backend_name), pytest.raises(error) as info:
         call()
     assert words in str(info.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: kernels.matmul(np.ones((2, 2), np.float32), np.ones((2, 2))),
+    lambda: matmul_backward(np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4), np.float32)),
+    lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((4, 3), bool)),
+    lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((2, 3), int)),
+    lambda: kernels.softmax_backward(np.ones((2, 3)), np.ones((3, 2))),
+    lambda: kernels.log_softmax_forward(np.ones(3, int)),
+])
+@pytest.mark.parametrize("backend_name", backend.BACKENDS)
+def test_matmul_and_softmax_kernels_assert_their_preconditions(call, backend_name):
+    """They take trusted arrays: the Tensor methods above check what users pass."""
+    with kernels.use_backend(backend_name), pytest.raises(AssertionError):
+        call()
 
 
 # --------------------------------------------------------------- backend selection

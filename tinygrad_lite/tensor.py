@@ -725,6 +725,8 @@ class Tensor:
             raise TypeError(f"softmax: expected a float tensor, got {self.dtype}")
         last = d == self.ndim - 1 or self.ndim == 0
         x = self.data if last else np.moveaxis(self.data, d, -1)
+        if not math.isfinite(scale):
+            raise ValueError(f"softmax: scale must be a finite number, got {scale!r}")
         m = _mask_array("softmax", mask, self.shape, d)
         y = K.softmax_forward(x.reshape(1) if x.ndim == 0 else x, scale, m).reshape(x.shape)
 
@@ -1091,6 +1093,9 @@ def _mask_array(op, mask, shape, d):
     if mask is None:
         return None
     m = _as_array(mask)
+    if m.dtype != np.bool_ and m.dtype.kind != "f":
+        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
+                        f"logits, -inf = masked), got dtype {m.dtype}")
     try:
         bshape = np.broadcast_shapes(m.shape, shape)
     except ValueError:

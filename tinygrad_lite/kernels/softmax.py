@@ -12,7 +12,9 @@ Conventions shared by both implementations:
 * Stability: each row is shifted by its maximum before ``exp``, so logits of +-1e4 are fine.
 * ``mask`` (softmax only) broadcasts against ``x`` and is either ADDITIVE floats (0 keeps a
   position, -inf removes it, any other value is added to the logit) or BOOLEAN where True means
-  "may attend" and False becomes -inf. Integer masks are rejected as ambiguous.
+  "may attend" and False becomes -inf. Integer masks are ambiguous: Tensor.softmax rejects
+  them (arguments are checked once, where users pass them; the kernels assert their
+  preconditions).
 * A row whose logits are all -inf (e.g. fully masked) has softmax 0 everywhere and
   log-softmax -inf everywhere; the gradient flowing back through such a row is 0. No NaN.
 * A NaN anywhere in a row makes that whole output row NaN: errors are never hidden.
@@ -31,8 +33,6 @@ import numpy as np
 
 from .backend import (
     FASTMATH,
-    as_float_array,
-    check_same_layout,
     lazy_kernels,
     rows_of,
     threads_for,
@@ -45,9 +45,8 @@ from .backend import (
 
 def softmax_forward_numpy(x, scale=1.0, mask=None):
     """softmax(x * scale + mask) over the last axis (NumPy twin)."""
-    op = "softmax_forward"
-    x = as_float_array(op, "x", x)
-    z = x * _as_scale(op, scale, x.dtype)
+    _trusted(x)
+    z = x * _as_scale(scale, x.dtype)
     if mask is not None:
         z = z + _additive_mask(mask, x)
     if z.size == 0:
@@ -60,17 +59,14 @@ def softmax_forward_numpy(x, scale=1.0, mask=None):
 
 def softmax_backward_numpy(y, dy, scale=1.0):
     """dx = scale * y * (dy - sum(dy * y)) over the last axis, y = softmax output (NumPy twin)."""
-    op = "softmax_backward"
-    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
-    check_same_layout(op, "y", y, "dy", dy)
-    scale = _as_scale(op, scale, y.dtype)
+    _trusted(y, dy)
+    scale = _as_scale(scale, y.dtype)
     return scale * y * (dy - (dy * y).sum(axis=-1, keepdims=True))
 
 
 def log_softmax_forward_numpy(x):
     """log(softmax(x)) = x - max - log(sum(exp(x - max))) over the last axis (NumPy twin)."""
-    op = "log_softmax_forward"
-    x = as_float_array(op, "x", x)
+    _trusted(x)
     if x.size == 0:
         return x.copy()
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -82,9 +78,7 @@ def log_softmax_forward_numpy(x):
 
 def log_softmax_backward_numpy(y, dy):
     """dx = dy - exp(y) * sum(dy) over the last axis; 0 on all -inf rows (NumPy twin)."""
-    op = "log_softmax_backward"
-    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
-    check_same_layout(op, "y", y, "dy", dy)
+    _trusted(y, dy)
     if y.size == 0:
         return np.zeros_like(dy)
     p = np.exp(y)
@@ -136,35 +130,30 @@ def log_softmax_backward(y, dy):
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks and preparation shared by both implementations
+# Preconditions and mask preparation shared by both implementations
 # ---------------------------------------------------------------------------------------------
 
-def _as_scale(op, scale, dtype):
-    value = float(scale)
-    if not math.isfinite(value):
-        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
-    return dtype.type(value)
+def _trusted(*arrays):
+    """The kernels' preconditions (Tensor methods and nn.functional check what users pass):
+    float32/float64 arrays, at least 1-D, all of one shape and dtype."""
+    first = arrays[0]
+    assert first.dtype in (np.float32, np.float64) and first.ndim >= 1, (first.dtype, first.shape)
+    assert all(a.shape == first.shape and a.dtype == first.dtype for a in arrays[1:])
+
+
+def _as_scale(scale, dtype):
+    assert math.isfinite(scale), scale
+    return dtype.type(scale)
 
 
 def _additive_mask(mask, x):
     """The mask as additive logits of x's dtype, in the mask's own (unbroadcast) shape."""
-    op = "softmax_forward"
-    mask = np.asarray(mask)
+    assert mask.dtype == np.bool_ or mask.dtype.kind == "f", mask.dtype
+    assert mask.ndim <= x.ndim and all(m in (1, n) for m, n in zip(mask.shape[::-1], x.shape[::-1])), \
+        (mask.shape, x.shape)
     if mask.dtype == np.bool_:
-        additive = np.where(mask, 0.0, -np.inf).astype(x.dtype)
-    elif mask.dtype.kind == "f":
-        additive = mask.astype(x.dtype, copy=False)
-    else:
-        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
-                        f"logits, -inf = masked), got dtype {mask.dtype}")
-    try:
-        full_shape = np.broadcast_shapes(additive.shape, x.shape)
-    except ValueError:
-        full_shape = None
-    if full_shape != x.shape:
-        raise ValueError(f"{op}: mask of shape {mask.shape} does not broadcast to x of shape "
-                         f"{x.shape}")
-    return additive
+        return np.where(mask, 0.0, -np.inf).astype(x.dtype)
+    return mask.astype(x.dtype, copy=False)
 
 
 def _mask_by_row(additive, x_shape):
@@ -540,9 +529,8 @@ def _compile_drivers(numba):
 
 def softmax_forward_numba(x, scale=1.0, mask=None):
     """softmax(x * scale + mask) over the last axis (Numba kernel)."""
-    op = "softmax_forward"
-    x = as_float_array(op, "x", x)
-    scale = _as_scale(op, scale, x.dtype)
+    _trusted(x)
+    scale = _as_scale(scale, x.dtype)
     additive = None if mask is None else _additive_mask(mask, x)
     out = np.empty(x.shape, x.dtype)
     if x.size == 0:
@@ -561,10 +549,8 @@ def softmax_forward_numba(x, scale=1.0, mask=None):
 
 def softmax_backward_numba(y, dy, scale=1.0):
     """dx = scale * y * (dy - sum(dy * y)) over the last axis (Numba kernel)."""
-    op = "softmax_backward"
-    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
-    check_same_layout(op, "y", y, "dy", dy)
-    scale = _as_scale(op, scale, y.dtype)
+    _trusted(y, dy)
+    scale = _as_scale(scale, y.dtype)
     dx = np.empty(y.shape, y.dtype)
     if y.size:
         with threads_for(y.size):
@@ -575,7 +561,7 @@ def softmax_backward_numba(y, dy, scale=1.0):
 
 def log_softmax_forward_numba(x):
     """log(softmax(x)) over the last axis (Numba kernel)."""
-    x = as_float_array("log_softmax_forward", "x", x)
+    _trusted(x)
     out = np.empty(x.shape, x.dtype)
     if x.size:
         with threads_for(x.size):
@@ -585,9 +571,7 @@ def log_softmax_forward_numba(x):
 
 def log_softmax_backward_numba(y, dy):
     """dx = dy - exp(y) * sum(dy) over the last axis; 0 on all -inf rows (Numba kernel)."""
-    op = "log_softmax_backward"
-    y, dy = as_float_array(op, "y", y), as_float_array(op, "dy", dy)
-    check_same_layout(op, "y", y, "dy", dy)
+    _trusted(y, dy)
     dx = np.empty(y.shape, y.dtype)
     if y.size:
         with threads_for(y.size):
