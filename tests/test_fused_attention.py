@@ -32,14 +32,14 @@ def qkv(rng, B=3, T_q=4, T_k=6, h=2, d_k=5, d_v=7, dtype=np.float64, kv_batch=No
 def composed_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
     """The numba backend's BLAS path (matmul, Numba softmax, matmul), called directly."""
     weights_shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
-    checked = att._checked_mask("test", mask, weights_shape, q.dtype)
-    return att._forward_composed(q, k, v, att._scale("test", scale, q.shape[3], q.dtype),
-                                 att._additive(checked, q.dtype), keep, keep_scale,
+    prepared = att._mask_in(mask, weights_shape, q.dtype)
+    return att._forward_composed(q, k, v, att._scale(scale, q.shape[3], q.dtype),
+                                 att._additive(prepared, q.dtype), keep, keep_scale,
                                  kernels.softmax_forward)
 
 
 def composed_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
-    return att._backward_composed(q, k, v, weights, dout, att._scale("test", scale, q.shape[3], q.dtype),
+    return att._backward_composed(q, k, v, weights, dout, att._scale(scale, q.shape[3], q.dtype),
                                   keep, keep_scale, kernels.softmax_backward)
 
 
@@ -163,25 +163,38 @@ def test_engine_rule_sends_decoding_steps_to_the_kernel_and_the_rest_to_blas():
     assert att.attention_engine(64, 4, 16, 16) == "blas"
 
 
+def fused(q, k, v, **kw):
+    return F.fused_attention(Tensor(q), Tensor(k), Tensor(v), **kw)
+
+
 @pytest.mark.parametrize("call, exc, pattern", [
-    (lambda q, k, v: att.attention_forward(q[0], k, v), ValueError, r"q must be 4-D \(B, T, h, d\)"),
-    (lambda q, k, v: att.attention_forward(q, k[:, :, :1], v), ValueError, r"k \(3, 6, 1, 5\) does not fit q"),
-    (lambda q, k, v: att.attention_forward(q, k, v[:, :2]), ValueError, r"v \(3, 2, 2, 7\) does not fit k"),
-    (lambda q, k, v: att.attention_forward(q, k.astype(np.float32), v), TypeError, "share a dtype"),
-    (lambda q, k, v: att.attention_forward(q.astype(int), k, v), TypeError, "q must be a float32 or float64"),
-    (lambda q, k, v: att.attention_forward(q, k, v, mask=np.ones((3, 1, 4, 5), bool)), ValueError,
-     r"mask of shape \(3, 1, 4, 5\) does not broadcast to the weights' shape .* \(3, 2, 4, 6\)"),
-    (lambda q, k, v: att.attention_forward(q, k, v, mask=np.ones((3, 1, 4, 6), int)), TypeError,
+    (lambda q, k, v: fused(q[0], k, v), ValueError, r"q must be 4-D \(B, T, h, d\)"),
+    (lambda q, k, v: fused(q, k[:, :, :1], v), ValueError, r"k \(3, 6, 1, 5\) does not fit q"),
+    (lambda q, k, v: fused(q, k, v[:, :2]), ValueError, r"v \(3, 2, 2, 7\) does not fit k"),
+    (lambda q, k, v: fused(q, k.astype(np.float32), v), TypeError, "share a dtype"),
+    (lambda q, k, v: fused(q.astype(int), k, v), TypeError, "q must be a float32 or float64"),
+    (lambda q, k, v: fused(q, k, v, mask=np.ones((3, 1, 4, 5), bool)), ValueError,
+     r"mask of shape \(3, 1, 4, 5\) cannot broadcast to the weights' shape .* \(3, 2, 4, 6\)"),
+    (lambda q, k, v: fused(q, k, v, mask=np.ones((3, 1, 4, 6), int)), TypeError,
      "mask must be boolean"),
-    (lambda q, k, v: att.attention_forward(q, k, v, keep=np.ones((3, 2, 4, 6))), ValueError,
-     "keep must be a boolean dropout mask"),
-    (lambda q, k, v: att.attention_forward(q, k, v, scale=float("inf")), ValueError, "scale must be a finite number"),
-    (lambda q, k, v: att.attention_backward(q, k, v, np.zeros((3, 2, 4, 5)), np.zeros((3, 4, 2, 7))),
-     ValueError, r"weights \(3, 2, 4, 5\) and dout"),
+    (lambda q, k, v: fused(q, k, v, scale=float("inf")), ValueError, "scale must be a finite number"),
 ])
-def test_kernel_bad_input_names_the_op_and_what_it_expected(call, exc, pattern):
+def test_bad_input_names_the_op_and_what_it_expected(call, exc, pattern):
+    """fused_attention checks what users pass, once; the kernels below it trust it."""
     q, k, v = qkv(np.random.default_rng(0))
     with pytest.raises(exc, match=pattern):
+        call(q, k, v)
+
+
+@pytest.mark.parametrize("call", [
+    lambda q, k, v: att.attention_forward(q, k.astype(np.float32), v),
+    lambda q, k, v: att.attention_forward(q, k, v, keep=np.ones((3, 2, 4, 6))),
+    lambda q, k, v: att.attention_forward_numpy(q, k, v, mask=np.ones((3, 1, 4, 5), bool)),
+    lambda q, k, v: att.attention_backward(q, k, v, np.zeros((3, 2, 4, 5)), np.zeros((3, 4, 2, 7))),
+])
+def test_kernels_assert_their_preconditions(call):
+    q, k, v = qkv(np.random.default_rng(0))
+    with pytest.raises(AssertionError):
         call(q, k, v)
 
 

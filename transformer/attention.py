@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from tinygrad_lite import Tensor
 from tinygrad_lite.nn import Dropout, Linear, Module
 from tinygrad_lite.nn import functional as F
@@ -78,13 +76,12 @@ class MultiHeadAttention(Module):
         """
         q = self.w_q(query)                                              # (B, T_q, h·d_k)
         k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, h·d_k)
-        m = _check_mask(mask, (q.shape[0], self.h, q.shape[1], k.shape[1]))
         if self.fused:  # one kernel on (B, T, h·d_k) as the projections give it: no head copies
-            out, weights = F.fused_attention(q, k, v, m, self.dropout.p, self.dropout.training,
+            out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
                                              need_weights=True, heads=self.h)
         else:
             heads, weights = scaled_dot_product_attention(
-                self.split_heads(q), self.split_heads(k), self.split_heads(v), m, self.dropout,
+                self.split_heads(q), self.split_heads(k), self.split_heads(v), mask, self.dropout,
                 return_weights=True)                                     # (B, h, T_q, d_k)
             out, weights = self.merge_heads(heads), weights.data
         if self.keep_weights:
@@ -113,19 +110,3 @@ class MultiHeadAttention(Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}"
-
-
-def _check_mask(mask, scores_shape: tuple):
-    """The mask as an array, checked once here for both paths."""
-    if mask is None:
-        return None
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if m.dtype != np.bool_:
-        raise TypeError(f"attention: mask must be bool (True = may attend), got dtype {m.dtype}")
-    fits = m.ndim <= len(scores_shape)
-    for n, s in zip(m.shape[::-1], scores_shape[::-1]):  # a loop: this runs on every decoding step
-        fits = fits and (n == 1 or n == s)
-    if not fits:
-        raise ValueError(f"attention: mask of shape {m.shape} cannot broadcast to the scores' shape "
-                         f"(B, h, T_q, T_k) = {tuple(scores_shape)}")
-    return m

@@ -33,7 +33,8 @@ definition: batched matmuls and the softmax twin); the un-suffixed names dispatc
 backend. With the numba backend, :func:`attention_engine` picks the fused kernel only where it
 wins (one query per head: a decoding step); elsewhere the same op runs as OpenBLAS batched
 products around the Numba softmax kernels, which measured 2-3x faster (bench/README.md).
-float32 and float64; outputs are C-contiguous in the input dtype.
+float32 and float64; outputs are C-contiguous in the input dtype. The arguments are trusted:
+nn.functional.fused_attention checks what users pass, and asserts here state the preconditions.
 """
 import functools
 import math
@@ -45,91 +46,46 @@ from . import softmax as _softmax
 from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks shared by both implementations
+# Preconditions (nn.functional.fused_attention checks what users pass) and argument preparation
 # ---------------------------------------------------------------------------------------------
 
-def _float_4d(op, name, x):
-    if type(x) is not np.ndarray:
-        x = np.asarray(x)
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {x.dtype}")
-    if x.ndim != 4:
-        raise ValueError(f"{op}: {name} must be 4-D (B, T, h, d) (tokens before heads, as the "
-                         f"projections produce them), got shape {x.shape}")
-    return x
+def _weights_shape(q, k, v):
+    """(B, h, T_q, T_k), asserting that q, k, v fit (see the module docstring)."""
+    assert q.ndim == k.ndim == v.ndim == 4 and q.dtype == k.dtype == v.dtype, (q.shape, k.shape, v.shape)
+    assert k.shape[0] in (q.shape[0], 1) and k.shape[2:] == q.shape[2:] and v.shape[:3] == k.shape[:3]
+    return q.shape[0], q.shape[2], q.shape[1], k.shape[1]
 
 
-def _check_qkv(op, q, k, v):
-    """q, k, v as arrays, checked against each other; returns them and the weights' shape."""
-    q, k, v = _float_4d(op, "q", q), _float_4d(op, "k", k), _float_4d(op, "v", v)
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"{op}: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    B, T_q, h, d_k = q.shape
-    if k.shape[0] not in (B, 1) or k.shape[2:] != (h, d_k):
-        raise ValueError(f"{op}: k {k.shape} does not fit q {q.shape}: expected (B, T_k, h, d_k) = "
-                         f"({B}, T_k, {h}, {d_k}) (or batch 1, shared by every query row)")
-    if v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"{op}: v {v.shape} does not fit k {k.shape}: expected (B, T_k, h, d_v) = "
-                         f"{k.shape[:3] + ('d_v',)}")
-    return q, k, v, (B, h, T_q, k.shape[1])
-
-
-def _scale(op, scale, d_k, dtype):
+def _scale(scale, d_k, dtype):
+    """The factor on Q·Kᵀ: 1/√d_k unless given."""
     value = 1.0 / math.sqrt(d_k) if scale is None else float(scale)
-    if not math.isfinite(value):
-        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
+    assert math.isfinite(value), scale
     return dtype.type(value)
 
 
-def _checked_mask(op, mask, weights_shape, dtype):
-    """The mask in its own (unbroadcast) shape: boolean as given, floats in the weights' dtype;
-    None for no mask. Raises unless it broadcasts to the weights' shape without growing it."""
+def _mask_in(mask, weights_shape, dtype):
+    """The mask in its own (unbroadcast) shape: boolean as given, floats in the weights' dtype."""
     if mask is None:
         return None
-    if type(mask) is not np.ndarray:
-        mask = np.asarray(mask)
-    if mask.dtype.kind == "f":
-        mask = mask.astype(dtype, copy=False)
-    elif mask.dtype != np.bool_:
-        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
-                        f"scores, -inf = masked), got dtype {mask.dtype}")
-    shape = mask.shape
-    fits = len(shape) <= 4
-    for m, w in zip(shape[::-1], weights_shape[::-1]):  # a loop: this runs on every decoding step
-        fits = fits and (m == 1 or m == w)
-    if not fits:
-        raise ValueError(f"{op}: mask of shape {shape} does not broadcast to the weights' shape "
-                         f"(B, h, T_q, T_k) = {tuple(weights_shape)}")
-    return mask
+    assert mask.dtype == np.bool_ or mask.dtype.kind == "f", mask.dtype
+    assert mask.ndim <= 4 and all(m in (1, w) for m, w in zip(mask.shape[::-1], weights_shape[::-1]))
+    return mask.astype(dtype, copy=False) if mask.dtype.kind == "f" else mask
 
 
 def _additive(mask, dtype):
-    """A checked mask as additive logits: True -> 0, False -> -inf; floats as they are."""
+    """A prepared mask as additive logits: True -> 0, False -> -inf; floats as they are."""
     if mask is None or mask.dtype != np.bool_:
         return mask
     return np.where(mask, dtype.type(0), dtype.type(-np.inf))
 
 
-def _check_keep(op, keep, weights_shape):
-    if keep is None:
-        return None
-    keep = np.asarray(keep)
-    if keep.dtype != np.bool_ or keep.shape != tuple(weights_shape):
-        raise ValueError(f"{op}: keep must be a boolean dropout mask of the weights' shape "
-                         f"{tuple(weights_shape)}, got {keep.dtype} {keep.shape}")
-    return keep
+def _assert_keep(keep, weights_shape):
+    assert keep is None or (keep.dtype == np.bool_ and keep.shape == tuple(weights_shape))
 
 
-def _check_backward(op, q, k, v, weights, dout):
-    q, k, v, weights_shape = _check_qkv(op, q, k, v)
-    weights, dout = np.asarray(weights), np.asarray(dout)
-    expected_out = q.shape[:3] + v.shape[3:]
-    if weights.shape != weights_shape or dout.shape != expected_out:
-        raise ValueError(f"{op}: weights {weights.shape} and dout {dout.shape} must have shapes "
-                         f"{weights_shape} and {expected_out} (as attention_forward returned)")
-    if weights.dtype != q.dtype or dout.dtype != q.dtype:
-        raise TypeError(f"{op}: weights ({weights.dtype}) and dout ({dout.dtype}) must be {q.dtype}")
-    return q, k, v, weights, dout, weights_shape
+def _assert_backward(q, weights, dout, v, weights_shape):
+    assert weights.shape == weights_shape and dout.shape == q.shape[:3] + v.shape[3:]
+    assert weights.dtype == dout.dtype == q.dtype
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,22 +131,20 @@ def _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale, softmax_
 
 def attention_forward_numpy(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
     """(out, weights) of multi-head attention (NumPy twin): matmul, softmax twin, matmul."""
-    op = "attention_forward"
-    q, k, v, weights_shape = _check_qkv(op, q, k, v)
-    scale = _scale(op, scale, q.shape[3], q.dtype)
-    additive = _additive(_checked_mask(op, mask, weights_shape, q.dtype), q.dtype)
-    keep = _check_keep(op, keep, weights_shape)
-    return _forward_composed(q, k, v, scale, additive, keep, keep_scale, _softmax.softmax_forward_numpy)
+    weights_shape = _weights_shape(q, k, v)
+    _assert_keep(keep, weights_shape)
+    additive = _additive(_mask_in(mask, weights_shape, q.dtype), q.dtype)
+    return _forward_composed(q, k, v, _scale(scale, q.shape[3], q.dtype), additive, keep, keep_scale,
+                             _softmax.softmax_forward_numpy)
 
 
 def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
     """(dq, dk, dv) of attention_forward (NumPy twin)."""
-    op = "attention_backward"
-    q, k, v, weights, dout, weights_shape = _check_backward(op, q, k, v, weights, dout)
-    scale = _scale(op, scale, q.shape[3], q.dtype)
-    keep = _check_keep(op, keep, weights_shape)
-    return _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale,
-                              _softmax.softmax_backward_numpy)
+    weights_shape = _weights_shape(q, k, v)
+    _assert_backward(q, weights, dout, v, weights_shape)
+    _assert_keep(keep, weights_shape)
+    return _backward_composed(q, k, v, weights, dout, _scale(scale, q.shape[3], q.dtype), keep,
+                              keep_scale, _softmax.softmax_backward_numpy)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,19 +380,19 @@ def _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale):
 
 def attention_forward_numba(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
     """(out, weights) of multi-head attention (Numba kernel)."""
-    op = "attention_forward"
-    q, k, v, weights_shape = _check_qkv(op, q, k, v)
-    return _forward_kernel(q, k, v, _scale(op, scale, q.shape[3], q.dtype),
-                           _checked_mask(op, mask, weights_shape, q.dtype),
-                           _check_keep(op, keep, weights_shape), keep_scale)
+    weights_shape = _weights_shape(q, k, v)
+    _assert_keep(keep, weights_shape)
+    return _forward_kernel(q, k, v, _scale(scale, q.shape[3], q.dtype),
+                           _mask_in(mask, weights_shape, q.dtype), keep, keep_scale)
 
 
 def attention_backward_numba(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
     """(dq, dk, dv) of attention_forward (Numba kernel)."""
-    op = "attention_backward"
-    q, k, v, weights, dout, weights_shape = _check_backward(op, q, k, v, weights, dout)
-    return _backward_kernel(q, k, v, weights, dout, _scale(op, scale, q.shape[3], q.dtype),
-                            _check_keep(op, keep, weights_shape), keep_scale)
+    weights_shape = _weights_shape(q, k, v)
+    _assert_backward(q, weights, dout, v, weights_shape)
+    _assert_keep(keep, weights_shape)
+    return _backward_kernel(q, k, v, weights, dout, _scale(scale, q.shape[3], q.dtype), keep,
+                            keep_scale)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,11 +418,10 @@ def attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0)
     docstring for the arguments."""
     if not use_numba():
         return attention_forward_numpy(q, k, v, scale, mask, keep, keep_scale)
-    op = "attention_forward"
-    q, k, v, weights_shape = _check_qkv(op, q, k, v)
-    scale = _scale(op, scale, q.shape[3], q.dtype)
-    mask = _checked_mask(op, mask, weights_shape, q.dtype)
-    keep = _check_keep(op, keep, weights_shape)
+    weights_shape = _weights_shape(q, k, v)
+    _assert_keep(keep, weights_shape)
+    scale = _scale(scale, q.shape[3], q.dtype)
+    mask = _mask_in(mask, weights_shape, q.dtype)
     if attention_engine(*weights_shape) == "numba":
         return _forward_kernel(q, k, v, scale, mask, keep, keep_scale)
     return _forward_composed(q, k, v, scale, _additive(mask, q.dtype), keep, keep_scale,
@@ -479,10 +432,10 @@ def attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale
     """(dq, dk, dv) for attention_forward, from its weights and dL/dout, on the selected backend."""
     if not use_numba():
         return attention_backward_numpy(q, k, v, weights, dout, scale, keep, keep_scale)
-    op = "attention_backward"
-    q, k, v, weights, dout, weights_shape = _check_backward(op, q, k, v, weights, dout)
-    scale = _scale(op, scale, q.shape[3], q.dtype)
-    keep = _check_keep(op, keep, weights_shape)
+    weights_shape = _weights_shape(q, k, v)
+    _assert_backward(q, weights, dout, v, weights_shape)
+    _assert_keep(keep, weights_shape)
+    scale = _scale(scale, q.shape[3], q.dtype)
     if attention_engine(*weights_shape) == "numba":
         return _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale)
     return _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale,

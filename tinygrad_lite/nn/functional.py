@@ -6,6 +6,8 @@ per loss instead of a chain of small ones (and the graph view shows them as one 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import kernels as K
@@ -134,15 +136,14 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
                         f"{type(v).__name__}")
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
-    if isinstance(mask, Tensor):
-        mask = mask.data
     qd, kd, vd = q.data, k.data, v.data
     if heads is not None:
         qd = _split_heads(op, "q", qd, heads)
         kd = _split_heads(op, "k", kd, heads)
         vd = _split_heads(op, "v", vd, heads)
+    mask = _check_attention(op, qd, kd, vd, scale, mask)
     keep, keep_scale = None, 1.0
-    if training and dropout_p > 0 and qd.ndim == 4 and kd.ndim == 4:
+    if training and dropout_p > 0:
         keep = dropout_keep_mask((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p)
         keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
     out, weights = K.attention_forward(qd, kd, vd, scale, mask, keep, keep_scale)
@@ -166,6 +167,43 @@ def _split_heads(op: str, name: str, x: np.ndarray, heads: int) -> np.ndarray:
         raise ValueError(f"{op}: with heads={heads!r}, {name} must be (B, T, heads·d) with its last dim divisible "
                          f"by heads, got shape {shape}")
     return x.reshape(shape[0], shape[1], heads, shape[2] // heads)
+
+
+def _check_attention(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale, mask):
+    """Raise unless q, k, v fit (B, T_q, h, d_k), (B or 1, T_k, h, d_k), (B or 1, T_k, h, d_v) in
+    one float dtype, scale is finite and the mask is boolean or float and broadcasts to the
+    weights (B, h, T_q, T_k); returns the mask as an array (the kernels trust what passes)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dtype not in (np.float32, np.float64):
+            raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {x.dtype}")
+        if x.ndim != 4:
+            raise ValueError(f"{op}: {name} must be 4-D (B, T, h, d) (tokens before heads, as the "
+                             f"projections produce them), got shape {x.shape}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"{op}: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    B, T_q, h, d_k = q.shape
+    if k.shape[0] not in (B, 1) or k.shape[2:] != (h, d_k):
+        raise ValueError(f"{op}: k {k.shape} does not fit q {q.shape}: expected (B, T_k, h, d_k) = "
+                         f"({B}, T_k, {h}, {d_k}) (or batch 1, shared by every query row)")
+    if v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"{op}: v {v.shape} does not fit k {k.shape}: expected (B, T_k, h, d_v) = "
+                         f"{k.shape[:3] + ('d_v',)}")
+    if scale is not None and not math.isfinite(scale):
+        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
+    if mask is None:
+        return None
+    mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if mask.dtype != np.bool_ and mask.dtype.kind != "f":
+        raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
+                        f"scores, -inf = masked), got dtype {mask.dtype}")
+    weights_shape = (B, h, T_q, k.shape[1])
+    fits = mask.ndim <= 4
+    for m, w in zip(mask.shape[::-1], weights_shape[::-1]):  # a loop: this runs every decoding step
+        fits = fits and (m == 1 or m == w)
+    if not fits:
+        raise ValueError(f"{op}: mask of shape {mask.shape} cannot broadcast to the weights' shape "
+                         f"(B, h, T_q, T_k) = {weights_shape}")
+    return mask
 
 
 def relu(x: Tensor) -> Tensor:
