@@ -457,7 +457,7 @@ def test_softmax_log_softmax_and_layer_norm_match_torch(rng, backend_name):
 # --------------------------------------------------------------- bad input gets clear errors
 
 @pytest.mark.parametrize("call, error, words", [
-    # matmul and softmax check at the Tensor boundary (their kernels assert, see below)
+    # checked at the Tensor boundary (the kernels assert, see below)
     (lambda: Tensor(np.ones((2, 3, 4))) @ Tensor(np.ones((5, 6))), ValueError,
      "matmul: inner dims don't match: (2, 3, 4) @ (5, 6)"),
     (lambda: Tensor(np.ones((2, 3, 4))) @ Tensor(np.ones((3, 4, 5))), ValueError,
@@ -472,11 +472,11 @@ def test_softmax_log_softmax_and_layer_norm_match_torch(rng, backend_name):
     (lambda: Tensor(np.ones((2, 3))).softmax(-1, scale=np.inf), ValueError,
      "softmax: scale must be a finite number"),
     (lambda: Tensor(np.ones(3, int)).log_softmax(-1), TypeError, "log_softmax: expected a float tensor"),
-    (lambda: kernels.layernorm_forward(np.ones((2, 3)), np.ones(4), None), ValueError,
-     "layernorm_forward: gamma has shape (4,), expected (N,) = (3,)"),
-    (lambda: kernels.layernorm_forward(np.ones((2, 3)), None, None, eps=-1), ValueError, "eps"),
-    (lambda: kernels.layernorm_backward(np.ones((2, 3)), np.ones((2, 3)), None, np.ones(5),
-                                        np.ones(2)), ValueError, "mean has shape (5,)"),
+    (lambda: Tensor(np.ones((2, 3))).layer_norm(3, Tensor(np.ones(4))), ValueError,
+     "layer_norm: weight has shape (4,), expected (3,)"),
+    (lambda: Tensor(np.ones((2, 3))).layer_norm(3, eps=-1), ValueError, "layer_norm: eps"),
+    (lambda: Tensor(np.ones((2, 3))).layer_norm(3, Tensor(np.ones(3, np.float32))), TypeError,
+     "layer_norm: weight is float32 but the input is float64"),
 ])
 @pytest.mark.parametrize("backend_name", backend.BACKENDS)
 def test_bad_input_raises_a_clear_error(call, error, words, backend_name):
@@ -492,9 +492,12 @@ def test_bad_input_raises_a_clear_error(call, error, words, backend_name):
     lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((2, 3), int)),
     lambda: kernels.softmax_backward(np.ones((2, 3)), np.ones((3, 2))),
     lambda: kernels.log_softmax_forward(np.ones(3, int)),
+    lambda: kernels.layernorm_forward(np.ones((2, 3)), np.ones(4), None),
+    lambda: kernels.layernorm_forward(np.ones((2, 3)), None, None, eps=-1),
+    lambda: kernels.layernorm_backward(np.ones((2, 3)), np.ones((2, 3)), None, np.ones(5), np.ones(2)),
 ])
 @pytest.mark.parametrize("backend_name", backend.BACKENDS)
-def test_matmul_and_softmax_kernels_assert_their_preconditions(call, backend_name):
+def test_kernels_assert_their_preconditions(call, backend_name):
     """They take trusted arrays: the Tensor methods above check what users pass."""
     with kernels.use_backend(backend_name), pytest.raises(AssertionError):
         call()

@@ -1020,11 +1020,18 @@ class Tensor:
         if shape[len(shape) - k:] != normalized_shape or k == 0:
             raise ValueError(f"layer_norm: normalized_shape {normalized_shape} does not match the trailing "
                              f"dims of input shape {self.shape}")
+        if self.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"layer_norm: expected a float tensor, got {self.dtype}")
+        if not (math.isfinite(eps) and eps >= 0):
+            raise ValueError(f"layer_norm: eps must be a finite number >= 0, got {eps!r}")
         parents = (self,)
         for name, t in (("weight", weight), ("bias", bias)):
             if t is not None:
                 if t.data.shape != normalized_shape:
                     raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {normalized_shape}")
+                if t.dtype != self.dtype:
+                    raise TypeError(f"layer_norm: {name} is {t.dtype} but the input is {self.dtype}; "
+                                    "pass both in one dtype")
                 parents += (t,)
         feat = math.prod(normalized_shape)
         x2 = self.data.reshape(-1, feat)

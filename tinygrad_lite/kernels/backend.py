@@ -8,7 +8,7 @@ a few tenths of a second; ``import tinygrad_lite`` therefore stays fast and comp
 If Numba cannot be imported, the kernels fall back to NumPy after one ``RuntimeWarning``.
 
 Also shared by the kernel modules: the fast-math flags, the rule that keeps small kernel calls
-on one thread (:class:`threads_for`), and the argument checks behind their error messages.
+on one thread (:class:`threads_for`), `rows_of` and `unbroadcast`.
 """
 import contextlib
 import functools
@@ -182,29 +182,9 @@ class threads_for:
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks shared by the kernel modules (one wording for every kernel's errors)
+# Array helpers shared by the kernel modules (which take trusted arrays: the Tensor methods and
+# nn.functional check what users pass)
 # ---------------------------------------------------------------------------------------------
-
-def as_float_array(op, name, value, min_ndim=1):
-    """value as a float32/float64 ndarray with at least min_ndim dims, else a clear error."""
-    arr = value if type(value) is np.ndarray else np.asarray(value)
-    if arr.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {arr.dtype}")
-    if arr.ndim < min_ndim:
-        raise ValueError(f"{op}: {name} must have at least {min_ndim} dimension(s), got shape "
-                         f"{arr.shape}")
-    return arr
-
-
-def check_same_layout(op, first_name, first, second_name, second):
-    """Raise unless two arrays share shape (ValueError) and dtype (TypeError)."""
-    if first.shape != second.shape:
-        raise ValueError(f"{op}: {first_name} {first.shape} and {second_name} {second.shape} "
-                         f"must have the same shape")
-    if first.dtype != second.dtype:
-        raise TypeError(f"{op}: {first_name} is {first.dtype} but {second_name} is "
-                        f"{second.dtype}; pass both in one dtype")
-
 
 def rows_of(arr):
     """A C-contiguous (rows, last_dim) view of arr; copies only if arr is not C-contiguous."""

@@ -21,8 +21,6 @@ import numpy as np
 
 from .backend import (
     FASTMATH,
-    as_float_array,
-    check_same_layout,
     lazy_kernels,
     rows_of,
     threads_for,
@@ -35,54 +33,32 @@ CHUNK_ELEMS = 8192
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument checks shared by both implementations
+# Preconditions (Tensor.layer_norm checks what users pass; the kernels assert)
 # ---------------------------------------------------------------------------------------------
 
-def _check_affine(op, name, param, x):
-    if param is None:
-        return None
-    if type(param) is not np.ndarray:
-        param = np.asarray(param)
-    if param.shape != x.shape[-1:]:
-        raise ValueError(f"{op}: {name} has shape {param.shape}, expected (N,) = "
-                         f"{x.shape[-1:]} to match x {x.shape}")
-    if param.dtype != x.dtype:
-        raise TypeError(f"{op}: {name} is {param.dtype} but x is {x.dtype}; pass both in one "
-                        f"dtype")
-    return param
-
-
-def _check_eps(op, eps):
-    value = float(eps)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
-    return value
-
-
-def _check_row_stats(op, name, stat, x):
-    stat = np.asarray(stat)
-    n_rows = x.size // x.shape[-1] if x.shape[-1] else 0
-    if stat.shape not in (x.shape[:-1], x.shape[:-1] + (1,)):
-        raise ValueError(f"{op}: {name} has shape {stat.shape}, expected {x.shape[:-1] + (1,)} "
-                         f"(one value per row of x {x.shape}, as layernorm_forward returns)")
-    if stat.dtype != x.dtype:
-        raise TypeError(f"{op}: {name} is {stat.dtype} but x is {x.dtype}")
-    return np.ascontiguousarray(stat).reshape(n_rows)
+def _assert_affine(param, x):
+    assert param is None or (param.shape == x.shape[-1:] and param.dtype == x.dtype), \
+        (param.shape, param.dtype, x.shape, x.dtype)
 
 
 def _forward_args(x, gamma, beta, eps):
-    op = "layernorm_forward"
-    x = as_float_array(op, "x", x)
-    return x, _check_affine(op, "gamma", gamma, x), _check_affine(op, "beta", beta, x), \
-        _check_eps(op, eps)
+    assert x.dtype in (np.float32, np.float64) and x.ndim >= 1, (x.dtype, x.shape)
+    _assert_affine(gamma, x)
+    _assert_affine(beta, x)
+    assert math.isfinite(eps) and eps >= 0, eps
+    return x, gamma, beta, float(eps)
+
+
+def _row_stat(stat, x):
+    """mean or rstd as a flat C-contiguous array, one value per row of x."""
+    assert stat.shape in (x.shape[:-1], x.shape[:-1] + (1,)) and stat.dtype == x.dtype, stat.shape
+    return np.ascontiguousarray(stat).reshape(x.size // x.shape[-1] if x.shape[-1] else 0)
 
 
 def _backward_args(dy, x, gamma, mean, rstd):
-    op = "layernorm_backward"
-    dy, x = as_float_array(op, "dy", dy), as_float_array(op, "x", x)
-    check_same_layout(op, "dy", dy, "x", x)
-    return (dy, x, _check_affine(op, "gamma", gamma, x), _check_row_stats(op, "mean", mean, x),
-            _check_row_stats(op, "rstd", rstd, x))
+    assert dy.shape == x.shape and dy.dtype == x.dtype in (np.float32, np.float64), (dy.shape, x.shape)
+    _assert_affine(gamma, x)
+    return dy, x, gamma, _row_stat(mean, x), _row_stat(rstd, x)
 
 
 # ---------------------------------------------------------------------------------------------
