@@ -122,12 +122,14 @@ def _layernorm_backward_rows(dy, x, gamma, mean, rstd, dx, dgamma, dbeta):
 @lazy_kernels
 def _numba_kernels(numba):
     """Compile-on-first-use Numba kernels; returns a namespace of them."""
+    _register_chunk_bodies(numba)
+    return _compile_drivers(numba)
+
+
+def _register_chunk_bodies(numba):
+    """Compile the chunk bodies: rows arrive as views indexed from 0, so LLVM can vectorise the
+    row loops."""
     from numba.extending import overload
-
-    njit = functools.partial(numba.njit, cache=True)
-    prange = numba.prange
-
-    # Chunk bodies: rows arrive as views indexed from 0, so LLVM can vectorise the row loops.
 
     @overload(_layernorm_rows, jit_options={"fastmath": FASTMATH})
     def _layernorm_rows_typed(x, gamma, beta, eps, y, mean, rstd):
@@ -173,8 +175,12 @@ def _numba_kernels(numba):
                     dx[r, j] = inv_std * (dy[r, j] * gamma[j] - mean_g - xhat * mean_g_xhat)
         return layernorm_backward_rows
 
-    # Drivers: chunks of rows go to threads (the wrappers keep small inputs on one thread, see
-    # backend.threads_for).
+
+def _compile_drivers(numba):
+    """The two kernels: chunks of rows go to threads (the wrappers keep small inputs on one
+    thread, see backend.threads_for)."""
+    njit = functools.partial(numba.njit, cache=True)
+    prange = numba.prange
 
     @njit(parallel=True)
     def forward(x, gamma, beta, eps, y, mean, rstd):
