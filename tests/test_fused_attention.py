@@ -177,7 +177,8 @@ def fused(q, k, v, **kw):
      r"mask of shape \(3, 1, 4, 5\) cannot broadcast to the weights' shape .* \(3, 2, 4, 6\)"),
     (lambda q, k, v: fused(q, k, v, mask=np.ones((3, 1, 4, 6), int)), TypeError,
      "mask must be boolean"),
-    (lambda q, k, v: fused(q, k, v, scale=float("inf")), ValueError, "scale must be a finite number"),
+    (lambda q, k, v: fused(q, k, v, scale=float("inf")), ValueError,
+     "scale must be a finite number"),
 ])
 def test_bad_input_names_the_op_and_what_it_expected(call, exc, pattern):
     """fused_attention checks what users pass, once; the kernels below it trust it."""

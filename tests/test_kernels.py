@@ -471,7 +471,8 @@ def test_softmax_log_softmax_and_layer_norm_match_torch(rng, backend_name):
      "softmax: mask must be boolean"),
     (lambda: Tensor(np.ones((2, 3))).softmax(-1, scale=np.inf), ValueError,
      "softmax: scale must be a finite number"),
-    (lambda: Tensor(np.ones(3, int)).log_softmax(-1), TypeError, "log_softmax: expected a float tensor"),
+    (lambda: Tensor(np.ones(3, int)).log_softmax(-1), TypeError,
+     "log_softmax: expected a float tensor"),
     (lambda: Tensor(np.ones((2, 3))).layer_norm(3, Tensor(np.ones(4))), ValueError,
      "layer_norm: weight has shape (4,), expected (3,)"),
     (lambda: Tensor(np.ones((2, 3))).layer_norm(3, eps=-1), ValueError, "layer_norm: eps"),
@@ -494,7 +495,8 @@ def test_bad_input_raises_a_clear_error(call, error, words, backend_name):
     lambda: kernels.log_softmax_forward(np.ones(3, int)),
     lambda: kernels.layernorm_forward(np.ones((2, 3)), np.ones(4), None),
     lambda: kernels.layernorm_forward(np.ones((2, 3)), None, None, eps=-1),
-    lambda: kernels.layernorm_backward(np.ones((2, 3)), np.ones((2, 3)), None, np.ones(5), np.ones(2)),
+    lambda: kernels.layernorm_backward(np.ones((2, 3)), np.ones((2, 3)), None, np.ones(5),
+                                       np.ones(2)),
 ])
 @pytest.mark.parametrize("backend_name", backend.BACKENDS)
 def test_kernels_assert_their_preconditions(call, backend_name):

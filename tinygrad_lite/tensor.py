@@ -1030,8 +1030,8 @@ class Tensor:
                 if t.data.shape != normalized_shape:
                     raise ValueError(f"layer_norm: {name} has shape {t.shape}, expected {normalized_shape}")
                 if t.dtype != self.dtype:
-                    raise TypeError(f"layer_norm: {name} is {t.dtype} but the input is {self.dtype}; "
-                                    "pass both in one dtype")
+                    raise TypeError(f"layer_norm: {name} is {t.dtype} but the input is "
+                                    f"{self.dtype}; pass both in one dtype")
                 parents += (t,)
         feat = math.prod(normalized_shape)
         x2 = self.data.reshape(-1, feat)

@@ -1,7 +1,9 @@
 """CPU kernels for the Transformer's hot spots, each as a Numba JIT kernel and a NumPy twin.
 
 The twins are the readable definitions; the Numba kernels are the fast path and are tested
-against them (matmul is np.matmul on both backends: OpenBLAS beat every Numba kernel tried). All functions take and return NumPy arrays (float32 or float64), never Tensors.
+against them (matmul is np.matmul on both backends: OpenBLAS beat every Numba kernel tried).
+All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
+them: the Tensor methods and nn.functional check what users pass.
 
     matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
     matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)

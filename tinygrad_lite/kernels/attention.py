@@ -51,8 +51,9 @@ from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
 
 def _weights_shape(q, k, v):
     """(B, h, T_q, T_k), asserting that q, k, v fit (see the module docstring)."""
-    assert q.ndim == k.ndim == v.ndim == 4 and q.dtype == k.dtype == v.dtype, (q.shape, k.shape, v.shape)
-    assert k.shape[0] in (q.shape[0], 1) and k.shape[2:] == q.shape[2:] and v.shape[:3] == k.shape[:3]
+    assert q.ndim == k.ndim == v.ndim == 4 and q.dtype == k.dtype == v.dtype, (q.shape, k.shape)
+    assert k.shape[0] in (q.shape[0], 1) and k.shape[2:] == q.shape[2:], (q.shape, k.shape)
+    assert v.shape[:3] == k.shape[:3], (k.shape, v.shape)
     return q.shape[0], q.shape[2], q.shape[1], k.shape[1]
 
 
@@ -68,7 +69,8 @@ def _mask_in(mask, weights_shape, dtype):
     if mask is None:
         return None
     assert mask.dtype == np.bool_ or mask.dtype.kind == "f", mask.dtype
-    assert mask.ndim <= 4 and all(m in (1, w) for m, w in zip(mask.shape[::-1], weights_shape[::-1]))
+    assert mask.ndim <= 4, mask.shape
+    assert all(m in (1, w) for m, w in zip(mask.shape[::-1], weights_shape[::-1])), mask.shape
     return mask.astype(dtype, copy=False) if mask.dtype.kind == "f" else mask
 
 
@@ -134,8 +136,8 @@ def attention_forward_numpy(q, k, v, scale=None, mask=None, keep=None, keep_scal
     weights_shape = _weights_shape(q, k, v)
     _assert_keep(keep, weights_shape)
     additive = _additive(_mask_in(mask, weights_shape, q.dtype), q.dtype)
-    return _forward_composed(q, k, v, _scale(scale, q.shape[3], q.dtype), additive, keep, keep_scale,
-                             _softmax.softmax_forward_numpy)
+    return _forward_composed(q, k, v, _scale(scale, q.shape[3], q.dtype), additive, keep,
+                             keep_scale, _softmax.softmax_forward_numpy)
 
 
 def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):

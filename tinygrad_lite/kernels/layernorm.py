@@ -56,7 +56,7 @@ def _row_stat(stat, x):
 
 
 def _backward_args(dy, x, gamma, mean, rstd):
-    assert dy.shape == x.shape and dy.dtype == x.dtype in (np.float32, np.float64), (dy.shape, x.shape)
+    assert dy.shape == x.shape and dy.dtype == x.dtype in (np.float32, np.float64), dy.shape
     _assert_affine(gamma, x)
     return dy, x, gamma, _row_stat(mean, x), _row_stat(rstd, x)
 

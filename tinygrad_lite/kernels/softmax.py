@@ -149,8 +149,8 @@ def _as_scale(scale, dtype):
 def _additive_mask(mask, x):
     """The mask as additive logits of x's dtype, in the mask's own (unbroadcast) shape."""
     assert mask.dtype == np.bool_ or mask.dtype.kind == "f", mask.dtype
-    assert mask.ndim <= x.ndim and all(m in (1, n) for m, n in zip(mask.shape[::-1], x.shape[::-1])), \
-        (mask.shape, x.shape)
+    assert mask.ndim <= x.ndim, (mask.shape, x.shape)
+    assert all(m in (1, n) for m, n in zip(mask.shape[::-1], x.shape[::-1])), (mask.shape, x.shape)
     if mask.dtype == np.bool_:
         return np.where(mask, 0.0, -np.inf).astype(x.dtype)
     return mask.astype(x.dtype, copy=False)
@@ -520,7 +520,8 @@ def _compile_drivers(numba):
             _log_softmax_backward_rows(y[rows], dy[rows], dx[rows])
 
     return {"softmax_forward": softmax_forward, "softmax_backward": softmax_backward,
-            "log_softmax_forward": log_softmax_forward, "log_softmax_backward": log_softmax_backward}
+            "log_softmax_forward": log_softmax_forward,
+            "log_softmax_backward": log_softmax_backward}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -315,32 +315,12 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
     t = _int_array(op, "target", target)
-    if logits.ndim == 1:
-        if t.ndim != 0:
-            raise ValueError(f"{op}: logits of shape {logits.shape} need a scalar target, got shape {t.shape}")
-        x_shape_ok = True
-        num_classes = logits.shape[0]
-    else:
-        num_classes = logits.shape[1]
-        x_shape_ok = t.shape == (logits.shape[0],) + logits.shape[2:]
-    if not x_shape_ok:
-        raise ValueError(f"{op}: target shape {t.shape} does not fit logits shape {logits.shape}; expected "
-                         f"{(logits.shape[0],) + logits.shape[2:]} (logits are (N, C) or (N, C, d1, ...), class dim 1 "
-                         "as in PyTorch; for (B, T, C) logits pass logits.reshape(-1, C), target.reshape(-1))")
-    if num_classes == 0:
-        raise ValueError(f"{op}: logits have zero classes (shape {logits.shape})")
-
+    num_classes = _num_classes(op, logits, t)
     x = logits.data if logits.ndim <= 2 else np.moveaxis(logits.data, 1, -1)
     x2 = x.reshape(-1, num_classes)
     flat_t = t.reshape(-1)
     valid = flat_t != ignore_index
-    if valid.any():
-        vt = flat_t[valid]
-        lo, hi = int(vt.min()), int(vt.max())
-        if lo < 0 or hi >= num_classes:
-            bad = lo if lo < 0 else hi
-            raise IndexError(f"{op}: target {bad} is out of range for {num_classes} classes "
-                             f"(expected 0..{num_classes - 1}, or ignore_index={ignore_index})")
+    _check_classes(op, flat_t[valid], num_classes, ignore_index)
     safe_t = np.where(valid, flat_t, 0)
     rows = np.arange(x2.shape[0])
 
@@ -372,3 +352,34 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
             return (grad.reshape(logits.shape),)
         return (np.moveaxis(grad.reshape(x.shape), -1, 1),)
     return logits._make(out, op, (logits,), backward)
+
+
+def _num_classes(op: str, logits: Tensor, t: np.ndarray) -> int:
+    """C, once the target's shape is known to fit the logits: (N, C) or (N, C, d1, ...) with
+    target (N,) or (N, d1, ...), or (C,) with a scalar target."""
+    if logits.ndim == 1:
+        if t.ndim != 0:
+            raise ValueError(f"{op}: logits of shape {logits.shape} need a scalar target, "
+                             f"got shape {t.shape}")
+        num_classes = logits.shape[0]
+    else:
+        num_classes = logits.shape[1]
+        expected = (logits.shape[0],) + logits.shape[2:]
+        if t.shape != expected:
+            raise ValueError(f"{op}: target shape {t.shape} does not fit logits shape "
+                             f"{logits.shape}; expected {expected} (logits are (N, C) or "
+                             "(N, C, d1, ...), class dim 1 as in PyTorch; for (B, T, C) logits pass "
+                             "logits.reshape(-1, C), target.reshape(-1))")
+    if num_classes == 0:
+        raise ValueError(f"{op}: logits have zero classes (shape {logits.shape})")
+    return num_classes
+
+
+def _check_classes(op: str, classes: np.ndarray, num_classes: int, ignore_index: int):
+    """Raise an IndexError naming the first out-of-range class among the non-ignored targets."""
+    if classes.size:
+        lo, hi = int(classes.min()), int(classes.max())
+        if lo < 0 or hi >= num_classes:
+            bad = lo if lo < 0 else hi
+            raise IndexError(f"{op}: target {bad} is out of range for {num_classes} classes "
+                             f"(expected 0..{num_classes - 1}, or ignore_index={ignore_index})")
