@@ -21,6 +21,7 @@ It separates the model and optimizer (which this script checks) from the rest of
 recipe (batching, vocabulary, tying, schedule: measured with `python -m transformer train`, see
 bench/README.md "Real data: per-step parity with the PyTorch recipe").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,21 @@ from train_throughput import set_threads  # bench/ sits next to this file
 def build_data(args):
     """Our pipeline's vocab and batches (transformer.train): epoch 0, 1, ... until `steps` batches."""
     from transformer.train import TrainConfig, build_dataset, epoch_batches
-    cfg = TrainConfig(data=args.data, dev=args.dev, max_tokens=args.max_tokens, min_freq=args.min_freq,
-                      seed=args.seed, batch_by=args.batch_by)
+
+    cfg = TrainConfig(
+        data=args.data,
+        dev=args.dev,
+        max_tokens=args.max_tokens,
+        min_freq=args.min_freq,
+        seed=args.seed,
+        batch_by=args.batch_by,
+    )
     data = build_dataset(cfg)
     batches, epoch = [], 0
     while len(batches) < args.steps:
         batches += epoch_batches(data, cfg, epoch)
         epoch += 1
-    return data, batches[:args.steps]
+    return data, batches[: args.steps]
 
 
 def build_models(torch, n_src: int, n_tgt: int, args, seed: int):
@@ -55,10 +63,20 @@ def build_models(torch, n_src: int, n_tgt: int, args, seed: int):
     import tinygrad_lite as tl
     from transformer.interop import to_torch_state_dict, torch_reference
     from transformer.model import Transformer
+
     tl.manual_seed(seed)
-    ours = Transformer(n_src, n_tgt, d_model=args.d_model, h=args.heads, N=args.layers, d_ff=args.d_ff,
-                       dropout=args.dropout, final_norm=True, tie_embeddings=args.tie_embeddings,
-                       dtype=np.float64 if args.float64 else None)
+    ours = Transformer(
+        n_src,
+        n_tgt,
+        d_model=args.d_model,
+        h=args.heads,
+        N=args.layers,
+        d_ff=args.d_ff,
+        dropout=args.dropout,
+        final_norm=True,
+        tie_embeddings=args.tie_embeddings,
+        dtype=np.float64 if args.float64 else None,
+    )
     theirs = torch_reference(ours)
     if args.float64:
         theirs = theirs.double()
@@ -67,12 +85,13 @@ def build_models(torch, n_src: int, n_tgt: int, args, seed: int):
 
 
 def noam(d_model: int, warmup: int):
-    return lambda step: d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return lambda step: d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def train_ours(model, batches, args) -> list[float]:
     from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
     from transformer.train import batch_loss
+
     opt = Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     sched = NoamLR(opt, d_model=args.d_model, warmup=args.warmup)
     model.train()
@@ -91,6 +110,7 @@ def train_ours(model, batches, args) -> list[float]:
 
 def train_torch(torch, model, batches, args) -> list[float]:
     from transformer.data import PAD
+
     factor = noam(args.d_model, args.warmup)
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: factor(i + 1))
@@ -99,8 +119,12 @@ def train_torch(torch, model, batches, args) -> list[float]:
     for batch in batches:
         src, tgt = torch.from_numpy(batch.src), torch.from_numpy(batch.tgt)
         logits = model(src, tgt[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
-                                                 ignore_index=PAD, label_smoothing=args.label_smoothing)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            tgt[:, 1:].reshape(-1),
+            ignore_index=PAD,
+            label_smoothing=args.label_smoothing,
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if args.clip:
@@ -112,19 +136,23 @@ def train_torch(torch, model, batches, args) -> list[float]:
 
 
 def window_means(losses, window: int) -> list[float]:
-    return [float(np.mean(losses[i:i + window])) for i in range(0, len(losses), window)]
+    return [float(np.mean(losses[i : i + window])) for i in range(0, len(losses), window)]
 
 
 def compare(args) -> dict:
     import warnings
+
     warnings.filterwarnings("ignore", message=".*nested tensors.*")
     torch = set_threads(args.threads)
     if torch is None:
         raise SystemExit("side_by_side: this benchmark needs torch")
     data, batches = build_data(args)
     n_src, n_tgt = len(data.src_vocab), len(data.tgt_vocab)
-    print(f"{len(batches)} batches (mean {np.mean([(b.tgt[:, 1:] != 0).sum() for b in batches]):.0f} target "
-          f"tokens), vocab zh {n_src} / en {n_tgt}, dropout {args.dropout}, tie {args.tie_embeddings}", flush=True)
+    print(
+        f"{len(batches)} batches (mean {np.mean([(b.tgt[:, 1:] != 0).sum() for b in batches]):.0f} target "
+        f"tokens), vocab zh {n_src} / en {n_tgt}, dropout {args.dropout}, tie {args.tie_embeddings}",
+        flush=True,
+    )
     ours, theirs = build_models(torch, n_src, n_tgt, args, args.seed)
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
@@ -133,37 +161,54 @@ def compare(args) -> dict:
     b = train_torch(torch, theirs, batches, args)
     t2 = time.perf_counter()
     diff = np.abs(np.array(a) - np.array(b))
-    row = {"steps": len(batches), "dropout": args.dropout, "tie_embeddings": args.tie_embeddings,
-           "float64": args.float64,
-           "first_loss_ours": a[0], "first_loss_torch": b[0], "last_loss_ours": a[-1], "last_loss_torch": b[-1],
-           "max_abs_diff": float(diff.max()), "seconds_ours": t1 - t0, "seconds_torch": t2 - t1,
-           "losses_ours": a, "losses_torch": b}
+    row = {
+        "steps": len(batches),
+        "dropout": args.dropout,
+        "tie_embeddings": args.tie_embeddings,
+        "float64": args.float64,
+        "first_loss_ours": a[0],
+        "first_loss_torch": b[0],
+        "last_loss_ours": a[-1],
+        "last_loss_torch": b[-1],
+        "max_abs_diff": float(diff.max()),
+        "seconds_ours": t1 - t0,
+        "seconds_torch": t2 - t1,
+        "losses_ours": a,
+        "losses_torch": b,
+    }
     w = max(len(batches) // 10, 1)
     print(f"{'steps':>10} {'ours':>8} {'torch':>8}")
     for i, (x, y) in enumerate(zip(window_means(a, w), window_means(b, w))):
         print(f"{i * w + 1:>4}-{min((i + 1) * w, len(a)):<5} {x:8.4f} {y:8.4f}")
-    print(f"max |loss_ours - loss_torch| over {len(a)} steps: {row['max_abs_diff']:.2e}  "
-          f"(time ours {t1 - t0:.1f} s, torch {t2 - t1:.1f} s)")
+    print(
+        f"max |loss_ours - loss_torch| over {len(a)} steps: {row['max_abs_diff']:.2e}  "
+        f"(time ours {t1 - t0:.1f} s, torch {t2 - t1:.1f} s)"
+    )
     if args.dropout > 0:
         again, _ = build_models(torch, n_src, n_tgt, args, args.seed)
         import tinygrad_lite as tl
-        tl.manual_seed(args.seed + 1)   # same weights, other dropout masks
+
+        tl.manual_seed(args.seed + 1)  # same weights, other dropout masks
         c = train_ours(again, batches, args)
-        w = max(len(a) // 3, 1)   # the last third of the run
+        w = max(len(a) // 3, 1)  # the last third of the run
         tail = slice(len(a) - w, len(a))
         gap = float(np.mean(a[tail]) - np.mean(b[tail]))
         noise = float(np.mean(a[tail]) - np.mean(c[tail]))
         se = float(np.std(np.array(a[tail]) - np.array(b[tail])) / np.sqrt(w))
         row.update(tail_gap=gap, tail_noise=noise, tail_se=se, losses_ours_seed2=c)
-        print(f"dropout on, last {w} steps: mean loss ours {np.mean(a[tail]):.4f}, torch {np.mean(b[tail]):.4f}, "
-              f"ours (other dropout seed) {np.mean(c[tail]):.4f}; gap ours-torch {gap:+.4f}, "
-              f"ours-ours {noise:+.4f}, paired standard error {se:.4f}")
+        print(
+            f"dropout on, last {w} steps: mean loss ours {np.mean(a[tail]):.4f}, torch {np.mean(b[tail]):.4f}, "
+            f"ours (other dropout seed) {np.mean(c[tail]):.4f}; gap ours-torch {gap:+.4f}, "
+            f"ours-ours {noise:+.4f}, paired standard error {se:.4f}"
+        )
     return row
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="toy corpus, tiny model, 30 steps (seconds)")
+    p.add_argument(
+        "--quick", action="store_true", help="toy corpus, tiny model, 30 steps (seconds)"
+    )
     p.add_argument("--data", help="training pairs (default: the built-in toy corpus)")
     p.add_argument("--dev")
     p.add_argument("--steps", type=int, default=300)
@@ -179,15 +224,24 @@ def main(argv=None) -> int:
     p.add_argument("--batch-by", default="target", choices=["target", "padded"])
     p.add_argument("--min-freq", type=int, default=2)
     p.add_argument("--tie-embeddings", action="store_true")
-    p.add_argument("--float64", action="store_true",
-                   help="both sides in float64: the dropout-off gap shrinks to rounding of float64")
+    p.add_argument(
+        "--float64",
+        action="store_true",
+        help="both sides in float64: the dropout-off gap shrinks to rounding of float64",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", help="append the result row (with both loss curves) here")
     args = p.parse_args(argv)
     if args.quick:
         args.data = args.dev = None
-        args.steps, args.d_model, args.heads, args.layers, args.d_ff = min(args.steps, 30), 32, 2, 1, 64
+        args.steps, args.d_model, args.heads, args.layers, args.d_ff = (
+            min(args.steps, 30),
+            32,
+            2,
+            1,
+            64,
+        )
         args.max_tokens, args.warmup = 300, 20
     row = compare(args)
     if args.json:

@@ -1,5 +1,6 @@
 """The real-data training recipe: batches by real target tokens, tied embeddings, a corpus too
 small for a dev split, and honest labels for a run that stops inside an epoch."""
+
 import json
 import os
 import subprocess
@@ -17,8 +18,15 @@ ENV = {**os.environ, "TINYGRAD_LITE_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
 
 
 def cli(*args, cwd=ROOT, timeout=300):
-    return subprocess.run([sys.executable, "-m", "transformer", *map(str, args)], cwd=cwd, env=ENV, check=False,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer", *map(str, args)],
+        cwd=cwd,
+        env=ENV,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_target_token_batches_cover_every_pair_once_within_the_budget():
@@ -29,7 +37,9 @@ def test_target_token_batches_cover_every_pair_once_within_the_budget():
         np.testing.assert_array_equal(together, np.arange(500))
         for b in batches:
             assert (lengths[b] - 1).sum() <= 60 or len(b) == 1
-        assert np.mean([(lengths[b] - 1).sum() for b in batches]) > 45   # batches are filled, not tiny
+        assert (
+            np.mean([(lengths[b] - 1).sum() for b in batches]) > 45
+        )  # batches are filled, not tiny
 
 
 def test_target_token_batches_are_random_per_seed_and_pools_cut_padding():
@@ -40,6 +50,7 @@ def test_target_token_batches_are_random_per_seed_and_pools_cut_padding():
 
     def padded(batches):
         return sum(len(x) * lengths[x].max() for x in batches)
+
     assert padded(target_token_batches(lengths, 100, seed=1, pool=50)) < 0.8 * padded(a)
 
 
@@ -61,8 +72,11 @@ def tatoeba_file(path, pairs, repeat=1):
 
 
 def test_a_corpus_too_small_for_a_dev_split_trains_without_one_and_says_so(tmp_path):
-    data = tatoeba_file(tmp_path / "three.txt", [("I like cats.", "我喜欢猫。"), ("Hi.", "你好。"),
-                                                  ("Run.", "跑。")], repeat=5)
+    data = tatoeba_file(
+        tmp_path / "three.txt",
+        [("I like cats.", "我喜欢猫。"), ("Hi.", "你好。"), ("Run.", "跑。")],
+        repeat=5,
+    )
     run = cli("train", "--data", data, "--out", tmp_path / "out", "--max-steps", "3", *TINY)
     assert run.returncode == 0, run.stderr
     assert "list index" not in run.stderr
@@ -81,19 +95,47 @@ def test_a_stop_inside_an_epoch_is_labelled_partial(tmp_path):
 
 
 def test_real_data_recipe_ties_embeddings_and_batches_by_target_tokens(tmp_path):
-    pairs = [(f"I have {n} cats.", f"我有{n}只猫。") for n in range(40)] + \
-            [(f"He has {n} dogs.", f"他有{n}只狗。") for n in range(40)]
+    pairs = [(f"I have {n} cats.", f"我有{n}只猫。") for n in range(40)] + [
+        (f"He has {n} dogs.", f"他有{n}只狗。") for n in range(40)
+    ]
     data = tatoeba_file(tmp_path / "pairs.txt", pairs)
-    run = cli("train", "--data", data, "--out", tmp_path / "out", "--max-steps", "4", "--max-tokens", "60", *TINY)
+    run = cli(
+        "train",
+        "--data",
+        data,
+        "--out",
+        tmp_path / "out",
+        "--max-steps",
+        "4",
+        "--max-tokens",
+        "60",
+        *TINY,
+    )
     assert run.returncode == 0, run.stderr
     from tinygrad_lite.checkpoint import load
+
     arrays, meta = load(tmp_path / "out" / "best.safetensors")
     assert meta["config"]["tie_embeddings"] is True
-    np.testing.assert_array_equal(arrays["model.generator.weight"], arrays["model.tgt_embed.lut.weight"])
+    np.testing.assert_array_equal(
+        arrays["model.generator.weight"], arrays["model.tgt_embed.lut.weight"]
+    )
     saved = load(tmp_path / "out" / "checkpoint.safetensors")[1]["train"]["train_config"]
     assert saved["batch_by"] == "target" and saved["min_freq"] == 2 and saved["epochs"] is None
-    untied = cli("train", "--data", data, "--out", tmp_path / "untied", "--max-steps", "2", "--max-tokens", "60",
-                 "--no-tie-embeddings", "--batch-by", "padded", *TINY)
+    untied = cli(
+        "train",
+        "--data",
+        data,
+        "--out",
+        tmp_path / "untied",
+        "--max-steps",
+        "2",
+        "--max-tokens",
+        "60",
+        "--no-tie-embeddings",
+        "--batch-by",
+        "padded",
+        *TINY,
+    )
     assert untied.returncode == 0, untied.stderr
     assert load(tmp_path / "untied" / "best.safetensors")[1]["config"]["tie_embeddings"] is False
 
@@ -102,6 +144,7 @@ def test_minutes_is_a_budget_for_the_whole_run_without_an_epoch_cap(tmp_path):
     run = cli("train", "--out", tmp_path, "--minutes", "0.05", "--max-tokens", "600", *TINY)
     assert run.returncode == 0, run.stderr
     from tinygrad_lite.checkpoint import load
+
     state = load(tmp_path / "checkpoint.safetensors")[1]["train"]
     assert state["train_config"]["epochs"] is None and state["step"] > 0
     assert (tmp_path / "best.safetensors").exists()
@@ -111,10 +154,13 @@ def test_the_closing_evaluation_is_kept_in_reserve(tmp_path):
     import time
 
     from transformer.train import TrainConfig, Trainer
-    trainer = Trainer(TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False))
+
+    trainer = Trainer(
+        TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False)
+    )
     trainer.deadline = time.perf_counter() + 5.0
     assert not trainer.out_of_time()
-    trainer.eval_seconds = 10.0   # an evaluation takes longer than what is left: stop now
+    trainer.eval_seconds = 10.0  # an evaluation takes longer than what is left: stop now
     assert trainer.out_of_time()
-    trainer.cfg.average, trainer.eval_seconds = 5, 3.0   # averaging needs a second evaluation
+    trainer.cfg.average, trainer.eval_seconds = 5, 3.0  # averaging needs a second evaluation
     assert trainer.out_of_time()

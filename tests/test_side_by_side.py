@@ -1,6 +1,7 @@
 """bench/side_by_side.py --quick: our Transformer and torch.nn.Transformer, trained from the same
 weights on the same batches with the same Adam + Noam recipe, give the same loss step for step
 (dropout off), and losses of the same size with dropout on."""
+
 import json
 import subprocess
 import sys
@@ -15,8 +16,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run(tmp_path, *args):
     out = tmp_path / "rows.jsonl"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "side_by_side.py"), "--quick", "--json", str(out),
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "side_by_side.py"),
+            "--quick",
+            "--json",
+            str(out),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     return row, done.stdout
@@ -26,15 +40,17 @@ def run(tmp_path, *args):
 def test_dropout_off_losses_agree_step_for_step(tmp_path, tie):
     row, out = run(tmp_path, *(["--tie-embeddings"] if tie else []))
     assert row["steps"] == 30 and len(row["losses_ours"]) == len(row["losses_torch"]) == 30
-    assert row["losses_ours"][-1] < row["losses_ours"][0] - 0.5   # it trains, so the comparison means something
-    assert row["max_abs_diff"] < 1e-2, out   # float32 rounding, amplified by 30 Adam steps
+    assert (
+        row["losses_ours"][-1] < row["losses_ours"][0] - 0.5
+    )  # it trains, so the comparison means something
+    assert row["max_abs_diff"] < 1e-2, out  # float32 rounding, amplified by 30 Adam steps
     assert "max |loss_ours - loss_torch|" in out
 
 
 def test_dropout_on_losses_agree_statistically(tmp_path):
     row, out = run(tmp_path, "--dropout", "0.1")
     a, b = row["losses_ours"], row["losses_torch"]
-    assert a[0] != b[0] or a[1] != b[1]   # the masks differ, so the curves are not identical
+    assert a[0] != b[0] or a[1] != b[1]  # the masks differ, so the curves are not identical
     # the gap to torch is within the noise of ours against itself (another dropout seed) plus 4 standard errors
     assert abs(row["tail_gap"]) < abs(row["tail_noise"]) + 4 * row["tail_se"] + 0.05, out
 

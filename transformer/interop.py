@@ -121,7 +121,8 @@ def torch_reference(config):
 
         def embed(self, embedding, ids):
             pe = torch.from_numpy(sinusoidal_table(ids.shape[1], self.d_model))
-            return self.dropout(embedding(ids) * math.sqrt(self.d_model) + pe.to(embedding.weight.dtype))
+            scaled = embedding(ids) * math.sqrt(self.d_model)
+            return self.dropout(scaled + pe.to(embedding.weight.dtype))
 
         def encode(self, src):
             return self.transformer.encoder(self.embed(self.src_embed, src),

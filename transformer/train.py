@@ -12,6 +12,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -59,11 +60,11 @@ class TrainConfig:
     clip: float = 1.0
     min_freq: int = 1
     batch_by: str = "padded"         # "target": random batches of max_tokens real target tokens
-    bucket_pool: int = 0             # with batch_by="target": sort within pools of N batches (0: off)
+    bucket_pool: int = 0             # batch_by="target": sort within pools of N batches (0: off)
     tie_embeddings: bool = False     # share the target embedding and the generator (paper §3.4)
     final_norm: bool = False         # a LayerNorm closing each stack, as torch.nn.Transformer has
     embed_init: str = "normal"       # "xavier": embeddings Xavier-uniform, as the PyTorch tutorial
-    eval_every: int = 0              # also evaluate on dev every N steps (0: at the end of each epoch)
+    eval_every: int = 0              # also evaluate on dev every N steps (0: at each epoch's end)
     average: int = 0                 # at the end also try the mean of the last N evaluated weights
     lowercase: bool = True
     save_every: int = 0              # also checkpoint every N steps (0: per epoch only)
@@ -73,8 +74,8 @@ class TrainConfig:
     extra: dict = field(default_factory=dict)
 
 
-# `train --data FILE` without size flags: the recipe for a real corpus of ~27k pairs (Tatoeba zh-en),
-# measured in bench/README.md "Real data"; the TrainConfig defaults stay the built-in corpus' recipe
+# `train --data FILE` without size flags: the recipe for a real corpus of ~27k pairs (Tatoeba
+# zh-en), measured in bench/README.md "Real data"; TrainConfig's defaults stay the toy recipe
 REAL_DATA_RECIPE = {"min_freq": 2, "batch_by": "target", "tie_embeddings": True, "clip": 0.0}
 
 # what a resumed run cannot change: the model's shape and the data its vocab came from
@@ -114,7 +115,7 @@ def read_splits(cfg: TrainConfig) -> dict:
             report_bad_lines(path, extra)
             given[name] = extra.pairs
     held_out = {zh for pairs in given.values() for zh, _ in pairs}
-    pairs = [pair for pair in result.pairs if pair[0] not in held_out]  # no dev/test source in training
+    pairs = [pair for pair in result.pairs if pair[0] not in held_out]  # dev/test never trained on
     if "dev" in given:  # the user chose dev (and maybe test): train on everything else
         return {"train": list(dict.fromkeys(pairs)), "test": [], **given}
     if not pairs:
@@ -122,9 +123,9 @@ def read_splits(cfg: TrainConfig) -> dict:
     splits = split_pairs(pairs, seed=cfg.seed, test_frac=0.0 if "test" in given else 0.05)
     if not splits["dev"]:
         n = len({zh for zh, _ in pairs})
-        print(f"note: {cfg.data} has only {n} distinct Chinese sentence(s) after removing duplicates, too few "
-              f"to hold out a dev split (5%); training without dev: no dev loss or BLEU, and the last model is "
-              f"saved as the best (pass --dev FILE to evaluate)")
+        print(f"note: {cfg.data} has only {n} distinct Chinese sentence(s) after removing "
+              f"duplicates, too few to hold out a dev split (5%); training without dev: no dev "
+              f"loss or BLEU, and the last model is saved as the best (pass --dev FILE to evaluate)")
     return {**splits, **given}
 
 
@@ -152,8 +153,8 @@ def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
 
 def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:
     model = Transformer(len(data.src_vocab), len(data.tgt_vocab), d_model=cfg.d_model, h=cfg.heads,
-                       N=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout, tie_embeddings=cfg.tie_embeddings,
-                       final_norm=cfg.final_norm, pad_id=PAD)
+                        N=cfg.layers, d_ff=cfg.d_ff, dropout=cfg.dropout,
+                        tie_embeddings=cfg.tie_embeddings, final_norm=cfg.final_norm, pad_id=PAD)
     if cfg.embed_init == "xavier":  # N(0, 1/d_model) otherwise (transformer.model)
         from tinygrad_lite.random import rng
         for lut in (model.src_embed.lut, model.tgt_embed.lut):
@@ -161,7 +162,8 @@ def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:
             lut.weight.data[...] = rng().uniform(-bound, bound, lut.weight.shape)
             lut.weight.data[PAD] = 0
     elif cfg.embed_init != "normal":
-        raise TranslatorError(f"train: embed_init must be 'normal' or 'xavier', got {cfg.embed_init!r}")
+        raise TranslatorError(f"train: embed_init must be 'normal' or 'xavier', "
+                              f"got {cfg.embed_init!r}")
     return model
 
 
@@ -198,10 +200,18 @@ def exact_match(hypotheses, references) -> float:
     return float(np.mean([h == r for h, r in zip(hypotheses, references)])) if references else 0.0
 
 
-def evaluate_translations(translator: Translator, pairs) -> dict:
-    """BLEU, chrF (sacrebleu) and exact match of greedy translations."""
+def evaluate_translations(translator: Translator, pairs, beam: int = 1,
+                          length_penalty: float = 0.6) -> dict:
+    """BLEU, chrF (sacrebleu) and exact match of greedy (batched) or beam-search translations.
+    BLEU of the normal form equals sacrebleu's 13a, lowercased, on detokenized text here."""
     import sacrebleu
-    hyps = translator.translate_batch([zh for zh, _ in pairs])
+    if beam > 1:
+        with warnings.catch_warnings():  # unknown characters: the per-sentence warning is for users
+            warnings.simplefilter("ignore")
+            hyps = [translator.translate(zh, beam=beam, length_penalty=length_penalty)
+                    for zh, _ in pairs]
+    else:
+        hyps = translator.translate_batch([zh for zh, _ in pairs])
     refs = [normalize_english(en, translator.lowercase) for _, en in pairs]
     hyps_norm = [normalize_english(h, translator.lowercase) for h in hyps]
     return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none", force=True).score,
@@ -326,8 +336,10 @@ class Trainer:
                     if (cfg.max_steps and self.step >= cfg.max_steps) or self.out_of_time():
                         stop = True
                         break
-                    if cfg.eval_every and self.step % cfg.eval_every == 0 and self.batch_in_epoch < len(batches):
-                        self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
+                    mid_epoch = self.batch_in_epoch < len(batches)
+                    if cfg.eval_every and self.step % cfg.eval_every == 0 and mid_epoch:
+                        speed = tokens / max(time.perf_counter() - t0, 1e-9)
+                        self.evaluate(losses, speed, len(batches))
                         tokens, t0, losses = 0, time.perf_counter(), []
                 bar.close()
                 n_batches = len(batches)
@@ -344,14 +356,17 @@ class Trainer:
         return self.final_report(time.perf_counter() - started)
 
     def out_of_time(self) -> bool:
-        """Past the deadline once the closing evaluation (as long as the longest so far) is counted."""
-        closing = 2.2 if self.cfg.average > 1 else 1.1   # the last evaluation, and the averaged model's
-        return self.deadline is not None and time.perf_counter() + closing * self.eval_seconds > self.deadline
+        """Past the deadline once the closing evaluation (as long as the longest so far) counts."""
+        closing = 2.2 if self.cfg.average > 1 else 1.1   # the last evaluation (+ the averaged one)
+        left = None if self.deadline is None else self.deadline - time.perf_counter()
+        return left is not None and closing * self.eval_seconds > left
 
     def where(self, n_batches: int) -> str:
-        """'step 12 (epoch 1, partial)' for a stop inside an epoch, 'step 484 (epoch 1)' at its end."""
+        """'step 12 (epoch 1, partial: 12/484 batches)' inside an epoch, 'step 484 (epoch 1)' at
+        its end."""
         if self.batch_in_epoch:
-            return f"step {self.step:>5} (epoch {self.epoch + 1}, partial: {self.batch_in_epoch}/{n_batches} batches)"
+            return (f"step {self.step:>5} (epoch {self.epoch + 1}, partial: "
+                    f"{self.batch_in_epoch}/{n_batches} batches)")
         return f"step {self.step:>5} (epoch {self.epoch})"
 
     def best_key(self, scores: dict) -> list:
@@ -378,11 +393,12 @@ class Trainer:
         else:
             key = [float(self.step)]  # no dev split: the latest model is the best we can tell
         now = time.perf_counter()
-        record.update(seconds=round(now - self.started, 1), eval_seconds=round(now - t0, 1))
+        record.update(seconds=round(now - self.started, 1), eval_seconds=round(now - t0, 1),
+                      cpu_seconds=round(time.process_time(), 1))
         self.log(record)
         if self.cfg.average > 1:
-            self.snapshots = (self.snapshots + [{k: v.copy() for k, v in self.model.state_dict().items()}])
-            self.snapshots = self.snapshots[-self.cfg.average:]
+            weights = {k: v.copy() for k, v in self.model.state_dict().items()}
+            self.snapshots = [*self.snapshots, weights][-self.cfg.average:]
         if key >= self.best:
             self.best = key
             self.translator.save(self.best_path, {"step": self.step, "epoch": epoch})
@@ -399,9 +415,9 @@ class Trainer:
         self.eval_seconds = max(self.eval_seconds, time.perf_counter() - t0)
 
     def try_average(self):
-        """Checkpoint averaging (the paper's §6.1 averages the last 5 or 20 checkpoints): the mean of
-        the weights at the last `average` evaluations becomes best.safetensors if it beats the best
-        single model on dev."""
+        """Checkpoint averaging (the paper's §6.1 averages the last 5 or 20 checkpoints): the mean
+        of the weights at the last `average` evaluations becomes best.safetensors if it beats the
+        best single model on dev."""
         dev = self.data.splits.get("dev") or []
         if self.cfg.average < 2 or len(self.snapshots) < 2 or not dev:
             return
@@ -411,7 +427,8 @@ class Trainer:
         model.load_state_dict(mean)
         model.eval()
         t = self.translator
-        translator = Translator(model, t.src_vocab, t.tgt_vocab, t.lowercase, t.max_train_len, t.complete_punctuation)
+        translator = Translator(model, t.src_vocab, t.tgt_vocab, t.lowercase, t.max_train_len,
+                                t.complete_punctuation)
         scores = evaluate_translations(translator, dev[: self.cfg.dev_bleu_size])
         record = {"step": self.step, "averaged": len(self.snapshots),
                   "dev_loss": evaluate_loss(model, self.data, "dev", self.cfg.max_tokens),
@@ -422,8 +439,9 @@ class Trainer:
             self.best = self.best_key(scores)
             translator.save(self.best_path, {"step": self.step, "epoch": self.epoch,
                                              "averaged": len(self.snapshots)})
-        print(f"average of the last {len(self.snapshots)} evaluated models: dev loss {record['dev_loss']:.3f}  "
-              f"dev BLEU {scores['bleu']:.1f}  ({'kept as the best' if kept else 'not better; not kept'})",
+        verdict = "kept as the best" if kept else "not better; not kept"
+        print(f"average of the last {len(self.snapshots)} evaluated models: "
+              f"dev loss {record['dev_loss']:.3f}  dev BLEU {scores['bleu']:.1f}  ({verdict})",
               flush=True)
 
     def final_report(self, seconds: float) -> dict:

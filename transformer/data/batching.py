@@ -92,9 +92,12 @@ def target_token_batches(tgt_lengths, max_tokens: int, shuffle: bool = True, see
     """
     tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
     if tgt_lengths.ndim != 1:
-        raise ValueError(f"target_token_batches: expected a 1-d length list, got shape {tgt_lengths.shape}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
-        raise ValueError(f"target_token_batches: max_tokens must be a positive int, got {max_tokens!r}")
+        raise ValueError(f"target_token_batches: expected a 1-d length list, "
+                         f"got shape {tgt_lengths.shape}")
+    whole = isinstance(max_tokens, (int, np.integer)) and not isinstance(max_tokens, bool)
+    if not whole or max_tokens < 1:
+        raise ValueError(f"target_token_batches: max_tokens must be a positive int, "
+                         f"got {max_tokens!r}")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(tgt_lengths)) if shuffle else np.arange(len(tgt_lengths))
     cost = np.maximum(tgt_lengths - 1, 1)
@@ -127,7 +130,8 @@ def pad_batch(sequences, pad_id: int = PAD) -> np.ndarray:
 
 
 def make_batches(src_ids_list, tgt_ids_list, max_tokens: int, shuffle: bool = True,
-                 seed: int = 0, pad_id: int = PAD, count: str = "padded", pool: int = 0) -> list[Batch]:
+                 seed: int = 0, pad_id: int = PAD, count: str = "padded",
+                 pool: int = 0) -> list[Batch]:
     """Padded (src, tgt) batches: ``count="padded"`` groups by length with B·max(S, T) within
     ``max_tokens`` (:func:`bucket_indices`); ``count="target"`` draws random pairs up to
     ``max_tokens`` predicted target tokens (:func:`target_token_batches`).
