@@ -76,7 +76,10 @@ class TrainConfig:
 
 # `train --data FILE` without size flags: the recipe for a real corpus of ~27k pairs (Tatoeba
 # zh-en), measured in bench/README.md "Real data"; TrainConfig's defaults stay the toy recipe
-REAL_DATA_RECIPE = {"min_freq": 2, "batch_by": "target", "tie_embeddings": True, "clip": 0.0}
+REAL_DATA_RECIPE = {"d_model": 128, "heads": 4, "layers": 2, "d_ff": 256, "warmup": 400,
+                    "max_tokens": 2000, "batch_by": "target", "bucket_pool": 20, "min_freq": 2,
+                    "tie_embeddings": True, "clip": 1.0, "label_smoothing": 0.0, "eval_every": 150,
+                    "average": 5}
 
 # what a resumed run cannot change: the model's shape and the data its vocab came from
 RESUME_FIXED = {"d_model", "heads", "layers", "d_ff", "data", "dev", "test", "lowercase", "min_freq", "seed",
@@ -346,6 +349,10 @@ class Trainer:
                 if self.batch_in_epoch >= n_batches:
                     self.epoch += 1
                     self.batch_in_epoch = 0
+                last = stop or (cfg.epochs is not None and self.epoch >= cfg.epochs)
+                if cfg.eval_every and not last:  # evaluated every N steps: an epoch's end only saves
+                    self.save()
+                    continue
                 self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), n_batches)
         except KeyboardInterrupt:
             self.save()
