@@ -43,7 +43,13 @@ def test_dropout_off_losses_agree_step_for_step(tmp_path, tie):
     assert (
         row["losses_ours"][-1] < row["losses_ours"][0] - 0.5
     )  # it trains, so the comparison means something
-    assert row["max_abs_diff"] < 1e-2, out  # float32 rounding, amplified by 30 Adam steps
+    # float32: identical until rounding differences, amplified by Adam, let the two runs drift
+    # apart (by 1e-2 to 1e-1 after ~20 steps, depending on the BLAS and the backend); the exact
+    # agreement is tested in float64 below
+    early = max(abs(a - b) for a, b in zip(row["losses_ours"][:10], row["losses_torch"][:10]))
+    assert early < 1e-3, out
+    tail = sum(row["losses_ours"][-10:]) / 10 - sum(row["losses_torch"][-10:]) / 10
+    assert abs(tail) < 0.15, out
     assert "max |loss_ours - loss_torch|" in out
 
 

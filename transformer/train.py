@@ -319,6 +319,7 @@ class Trainer:
         started = self.started = time.perf_counter()
         self.deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
         stop = False
+        restore_sigint = _ctrl_c_between_steps()
         try:
             while (cfg.epochs is None or self.epoch < cfg.epochs) and not stop:
                 batches = epoch_batches(self.data, cfg, self.epoch)
@@ -329,6 +330,8 @@ class Trainer:
                 while self.batch_in_epoch < len(batches):
                     value, n = self.train_step(batches[self.batch_in_epoch])
                     self.batch_in_epoch += 1
+                    if _CTRL_C_PRESSED:
+                        raise KeyboardInterrupt
                     losses.append(value)
                     tokens += n
                     bar.update(1)
@@ -359,6 +362,8 @@ class Trainer:
             print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
                   f"continue with --resume")
             raise
+        finally:
+            restore_sigint()
         self.try_average()
         return self.final_report(time.perf_counter() - started)
 
@@ -462,3 +467,34 @@ class Trainer:
                 report[split] = {k: v for k, v in s.items() if k != "hypotheses"}
         report["example"] = translator.translate("这是一个苹果") if self.cfg.data is None else None
         return report
+
+
+_CTRL_C_PRESSED: list = []
+
+
+def _ctrl_c_between_steps():
+    """Ctrl-C stops training between two steps, not inside one.
+
+    Python raises KeyboardInterrupt wherever the interpreter happens to be; inside a finalizer
+    (the graph's cleanup after backward) it is printed and dropped, and the run goes on. So the
+    first Ctrl-C only sets a flag that the loop checks after each step; a second one interrupts
+    at once. Returns the function that restores the previous handler. Outside the main thread
+    (where handlers can't be set) nothing changes.
+    """
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    _CTRL_C_PRESSED.clear()
+
+    def on_ctrl_c(signum, frame):
+        if _CTRL_C_PRESSED:
+            raise KeyboardInterrupt
+        _CTRL_C_PRESSED.append(signum)
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+
+    def restore():
+        signal.signal(signal.SIGINT, previous)
+        _CTRL_C_PRESSED.clear()
+    return restore
