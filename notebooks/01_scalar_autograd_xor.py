@@ -28,23 +28,11 @@
 # %%
 import math
 import random
-import tempfile
-from pathlib import Path
 
-from IPython.display import Image, display
+from IPython.display import display
 
 from tinygrad_lite.scalar import MLP, Neuron, Value
 from viz import draw_graph, plots
-
-
-def show(plot, *args, **kwargs):
-    """Run plot(*args, out=<a file in a temporary directory>, **kwargs), display the picture
-    inline and return what plot returned (a viz.plots PlotResult: the figure and its numbers)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        result = plot(*args, out=Path(tmp) / "figure.png", **kwargs)
-        display(Image(data=Path(result.path).read_bytes(), format="png"))
-    return result
-
 
 # %% [markdown]
 # ## A small expression and its graph
@@ -165,7 +153,7 @@ assert abs(histories["one neuron, no hidden layer"][-1] - math.log(2)) < 0.01
 assert histories["MLP 2-4-1 (tanh)"][-1] < histories["MLP 2-4-1 (tanh)"][0]
 
 # %%
-show(plots.plot_loss_curves, histories, logy=True, title="XOR: loss per step");
+display(plots.plot_loss_curves(histories, logy=True, title="XOR: loss per step"));
 
 # %% [markdown]
 # The single neuron ends where its loss is lowest: weights and bias near zero, every logit near 0,
@@ -182,8 +170,8 @@ def logits_on(model):
 
 
 for name, model in (("one neuron", single), ("MLP 2-4-1 (tanh)", hidden)):
-    show(plots.plot_decision_boundary, logits_on(model), XOR_POINTS, XOR_TARGETS, resolution=60,
-         title=f"XOR, {name}")
+    display(plots.plot_decision_boundary(logits_on(model), XOR_POINTS, XOR_TARGETS,
+                                         resolution=60, title=f"XOR, {name}"))
 
 # %% [markdown]
 # ## The backprop graph of one training step

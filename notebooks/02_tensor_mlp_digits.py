@@ -49,11 +49,11 @@ sys.path.insert(0, str(EXAMPLES))
 import mlp  # noqa: E402  examples/mlp.py: the digits data, training loop and confusion matrix
 
 
-def show(plot, *args, **kwargs):
-    """Run plot(*args, out=<a file in a temporary directory>, **kwargs), display the picture
-    inline and return what plot returned (a viz.plots PlotResult: the figure and its numbers)."""
+def show_file(write):
+    """Display the PNG that write(out) saves (examples/mlp.py's sweep plot writes a file),
+    from a temporary directory that is removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = plot(*args, out=Path(tmp) / "figure.png", **kwargs)
+        result = write(Path(tmp) / "figure.png")
         display(Image(data=Path(result.path).read_bytes(), format="png"))
     return result
 
@@ -127,8 +127,8 @@ run = mlp.train_digits("adam", epochs=30, seed=0)
 print(f"{len(run['epoch_losses'])} epochs, {len(run['losses'])} steps in {run['seconds']:.1f} s: "
       f"test accuracy {run['acc']:.3f}")
 assert run["epoch_losses"][-1] < run["epoch_losses"][0] / 10
-show(plots.plot_loss_curves, {"train loss (per minibatch)": run["losses"]}, logy=True,
-     title="digits: MLP 64-128-10, Adam");
+display(plots.plot_loss_curves({"train loss (per minibatch)": run["losses"]}, logy=True,
+                                title="digits: MLP 64-128-10, Adam"));
 
 # %% [markdown]
 # Rows are the true digit, columns the prediction, so everything off the diagonal is a mistake.
@@ -136,8 +136,8 @@ show(plots.plot_loss_curves, {"train loss (per minibatch)": run["losses"]}, logy
 # %%
 confusion = run["confusion"]
 assert confusion.sum() == len(y_test) and np.trace(confusion) == round(run["acc"] * len(y_test))
-show(plots.plot_confusion_matrix, confusion, [str(d) for d in range(10)],
-     title=f"digits test set: accuracy {run['acc']:.3f}")
+display(plots.plot_confusion_matrix(confusion, [str(d) for d in range(10)],
+                                    title=f"digits test set: accuracy {run['acc']:.3f}"))
 off_diagonal = confusion - np.diag(np.diag(confusion))
 pairs = sorted(((int(n), t, p) for (t, p), n in np.ndenumerate(off_diagonal) if n), reverse=True)
 print("most frequent mistakes (count, true, predicted):", pairs[:5])
@@ -168,7 +168,7 @@ sweep = mlp.lr_sweep(epochs=15, seed=0)
 for lr, result in sweep.items():
     state = "diverged" if result["diverged"] else f"final loss {result['epoch_losses'][-1]:.3f}"
     print(f"lr={lr:<6g} test accuracy {result['acc']:.3f}  {state}")
-show(lambda out: mlp.save_sweep(sweep, out));
+show_file(lambda out: mlp.save_sweep(sweep, out));
 
 # %% [markdown]
 # ## The backprop graph of one training step

@@ -33,10 +33,9 @@
 # %%
 import math
 import tempfile
-from pathlib import Path
 
 import numpy as np
-from IPython.display import Image, display
+from IPython.display import display
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor
@@ -55,15 +54,6 @@ from transformer.translator import Translator
 from viz import draw_graph, plots
 
 tl.set_num_threads(1)  # at these small shapes a second thread gains little (the CLIs default to 1 too)
-
-
-def show(plot, *args, **kwargs):
-    """Run plot(*args, out=<a file in a temporary directory>, **kwargs), display the picture
-    inline and return what plot returned (a viz.plots PlotResult: the figure and its numbers)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        result = plot(*args, out=Path(tmp) / "figure.png", **kwargs)
-        display(Image(data=Path(result.path).read_bytes(), format="png"))
-    return result
 
 
 def random_batch(*shape, seed=0):
@@ -99,8 +89,8 @@ np.testing.assert_allclose(weights.data.sum(-1), 1.0, rtol=1e-5)
 # (The first four of the eight heads.)
 
 # %%
-show(plots.plot_attention, weights.data[0, :4], tokens, title="untrained layer",
-     kind="encoder self-attention");
+display(plots.plot_attention(weights.data[0, :4], tokens, title="untrained layer",
+                             kind="encoder self-attention"));
 
 # %% [markdown]
 # ## 2. Why divide by √d_k
@@ -219,7 +209,7 @@ for shift in (1, 5, 17):
     assert error < 1e-9
 wavelengths = 2 * np.pi / omega
 assert np.all(np.diff(wavelengths) > 0) and np.isclose(wavelengths[0], 2 * np.pi)
-show(plots.plot_positional_encoding, table_pe[:100]);
+display(plots.plot_positional_encoding(table_pe[:100]));
 
 # %% [markdown]
 # ## 6. Most of a layer's weights are in the feed-forward network
@@ -253,7 +243,8 @@ with tempfile.TemporaryDirectory() as run_dir:
     trainer = Trainer(config)
     report = trainer.run()
     translator = Translator.load(trainer.best_path)
-    show(plots.plot_loss_curves, trainer.metrics_path, x_key="step", title="translator: loss per token")
+    display(plots.plot_loss_curves(trainer.metrics_path, x_key="step",
+                                   title="translator: loss per token"))
 print({split: {key: round(value, 3) for key, value in report[split].items()}
        for split in ("test", "novel")})
 
@@ -283,7 +274,7 @@ for split in ("test", "novel"):
 maps = translator.attention_maps(SENTENCE)
 for kind, (attn, queries, keys) in maps.items():
     print(kind, attn.shape)
-    show(plots.plot_attention, attn, keys, queries, kind=kind)
+    display(plots.plot_attention(attn, keys, queries, kind=kind))
 
 # %% [markdown]
 # The query rows are the decoder's inputs: `<bos>`, then the words produced so far. Row `<bos>` is
