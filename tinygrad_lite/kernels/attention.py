@@ -157,7 +157,8 @@ def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep
 # that Numba compiles inline into the two kernels below (register_jitable in _numba_kernels).
 
 def _scores_row(q_i, k, b, head, n_keys, scale, row):
-    """row[j] = scale · q_i·k_j for the first n_keys keys."""
+    """row[j] = scale · q_i·k_j for the first n_keys keys. Backward uses it with scale 1 for
+    the gradient of the weights, dO_i · v_j."""
     zero = row.dtype.type(0)
     for j in range(n_keys):
         k_j = k[b, j, head]
@@ -210,17 +211,6 @@ def _mix_values(row, keep, b, head, i, dropping, keep_scale, v, b_kv, n_keys, o)
                 o[e] += p * v_j[e]
 
 
-def _dweights_row(do_i, v, b, head, n_keys, dweights):
-    """dweights[j] = dO_i · v_j (the gradient of the weights, before dropout's mask)."""
-    zero = dweights.dtype.type(0)
-    for j in range(n_keys):
-        v_j = v[b, j, head]
-        total = zero
-        for e in range(do_i.shape[0]):
-            total += do_i[e] * v_j[e]
-        dweights[j] = total
-
-
 def _dropout_and_dv(row, dweights, keep, b, head, i, dropping, keep_scale, do_i, dv, n_keys):
     """Apply dropout's mask to dweights; dv_j += p̃_j · dO_i."""
     zero = row.dtype.type(0)
@@ -265,8 +255,7 @@ def _numba_kernels(numba):
     from numba.extending import register_jitable
 
     _softmax._numba_kernels()  # registers _simd_exp, used by _softmax_row
-    for step in (_scores_row, _add_mask_row, _softmax_row, _mix_values, _dweights_row,
-                 _dropout_and_dv, _dq_dk):
+    for step in (_scores_row, _add_mask_row, _softmax_row, _mix_values, _dropout_and_dv, _dq_dk):
         register_jitable(inline="always")(step)
     njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH, parallel=True)
     prange = numba.prange
@@ -299,9 +288,10 @@ def _numba_kernels(numba):
         for task in prange(B * h):
             b, head = task // h, task % h
             dweights = np.empty(n_keys, dtype=q.dtype)
+            one = dweights.dtype.type(1)
             for i in range(T_q):
                 row, do_i = weights[b, head, i], dout[b, i, head]
-                _dweights_row(do_i, v, b, head, n_keys, dweights)
+                _scores_row(do_i, v, b, head, n_keys, one, dweights)  # dweights[j] = dO_i · v_j
                 _dropout_and_dv(row, dweights, keep, b, head, i, dropping, keep_scale, do_i, dv,
                                 n_keys)
                 _dq_dk(row, dweights, scale, q[b, i, head], dq[b, i, head], k, dk, b, head, n_keys)
