@@ -86,17 +86,26 @@ def _linear_dtype_error(xd, w, b):
     raise TypeError(f"linear: input must be float32 or float64, got {xd.dtype}")
 
 
+def _out_of_range(values: np.ndarray, n: int):
+    """The smallest value if it is below 0, else the largest if it is ≥ n, else None."""
+    if values.size:
+        lo, hi = int(values.min()), int(values.max())
+        if lo < 0:
+            return lo
+        if hi >= n:
+            return hi
+    return None
+
+
 def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` picked by integer `ids` (any shape); output shape ids.shape + (dim,).
     The padding row's gradient is always zero, so it stays as it was initialised (zeros)."""
     idx = _int_array("embedding", "ids", ids)
     num, dim = weight.shape
-    if idx.size:
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= num:
-            bad = lo if lo < 0 else hi
-            raise IndexError(f"embedding: id {bad} is out of range for an embedding of {num} rows "
-                             f"(vocab size {num}; valid ids are 0..{num - 1})")
+    bad = _out_of_range(idx, num)
+    if bad is not None:
+        raise IndexError(f"embedding: id {bad} is out of range for an embedding of {num} rows "
+                         f"(vocab size {num}; valid ids are 0..{num - 1})")
     out = weight.data[idx]
 
     def backward(g):
@@ -377,9 +386,7 @@ def _num_classes(op: str, logits: Tensor, t: np.ndarray) -> int:
 
 def _check_classes(op: str, classes: np.ndarray, num_classes: int, ignore_index: int):
     """Raise an IndexError naming the first out-of-range class among the non-ignored targets."""
-    if classes.size:
-        lo, hi = int(classes.min()), int(classes.max())
-        if lo < 0 or hi >= num_classes:
-            bad = lo if lo < 0 else hi
-            raise IndexError(f"{op}: target {bad} is out of range for {num_classes} classes "
-                             f"(expected 0..{num_classes - 1}, or ignore_index={ignore_index})")
+    bad = _out_of_range(classes, num_classes)
+    if bad is not None:
+        raise IndexError(f"{op}: target {bad} is out of range for {num_classes} classes "
+                         f"(expected 0..{num_classes - 1}, or ignore_index={ignore_index})")
