@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from train_throughput import set_threads  # bench/ sits next to this file
+from train_throughput import set_threads  # noqa: E402  (bench/ sits next to this file)
 
 
 def build_data(args):

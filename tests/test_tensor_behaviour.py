@@ -76,7 +76,8 @@ def _rss_kib() -> int:
 
 def test_training_loop_memory_does_not_grow():
     rng = np.random.default_rng(0)
-    x, y = Tensor(rng.standard_normal((64, 32)).astype(np.float32)), Tensor(rng.standard_normal((64, 1)).astype(np.float32))
+    x = Tensor(rng.standard_normal((64, 32)).astype(np.float32))
+    y = Tensor(rng.standard_normal((64, 1)).astype(np.float32))
     w1 = Tensor(rng.standard_normal((32, 64)).astype(np.float32) * 0.1, requires_grad=True)
     w2 = Tensor(rng.standard_normal((64, 1)).astype(np.float32) * 0.1, requires_grad=True)
     rss = {}

@@ -2,10 +2,11 @@
 size-1 dims, 0-d tensors), plus the autograd engine's own behaviour."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
-from tinygrad_lite import Tensor, gradcheck, GradcheckError, no_grad
+from tinygrad_lite import GradcheckError, Tensor, gradcheck, no_grad
 
 SETTINGS = settings(max_examples=15, deadline=None)
 

@@ -272,7 +272,8 @@ SCRIPT = textwrap.dedent("""
 def test_the_environment_variable_switches_anomaly_mode_on(value, raises):
     env = {**os.environ, "TINYGRAD_LITE_DETECT_ANOMALY": value,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, check=False, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, check=False, capture_output=True, text=True,
+                         timeout=120)
     if raises:
         assert run.returncode != 0
         assert "AnomalyError: anomaly: the output of op 'log' contains Inf" in run.stderr
