@@ -1,5 +1,7 @@
 """The Transformer: shapes, masks, KV-cache decoding, PyTorch interop, gradcheck, and a
 copy task it must learn (as in the Annotated Transformer)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -7,11 +9,11 @@ import tinygrad_lite as tl
 from tinygrad_lite import Tensor
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam
-from transformer import MultiHeadAttention, Transformer, scaled_dot_product_attention
+from transformer import MultiHeadAttention, Transformer, TransformerConfig, scaled_dot_product_attention
 from transformer.decoding import beam_search, greedy_decode
 
 
-def tiny(dtype=None, **kw):
+def tiny(dtype=np.float32, **kw):
     tl.manual_seed(0)
     args = dict(src_vocab=11, tgt_vocab=13, d_model=16, h=2, N=2, d_ff=32, dropout=0.0)
     args.update(kw)
@@ -52,6 +54,31 @@ def test_all_padding_sentence_gives_no_nan():
     loss = cross_entropy(logits.reshape(-1, 13), Tensor(tgt.reshape(-1)), ignore_index=0)
     loss.backward()
     assert all(np.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_config_is_the_one_source_of_the_hyper_parameters():
+    """Transformer(config), the keyword form and a checkpoint's config dict build the same model."""
+    config = TransformerConfig(11, 13, d_model=16, h=2, N=2, d_ff=32, dropout=0.0, final_norm=True)
+    models = []
+    for build in (lambda: Transformer(config), lambda: Transformer(**config.to_dict()),
+                  lambda: Transformer(TransformerConfig.from_dict(json.loads(json.dumps(config.to_dict()))))):
+        tl.manual_seed(0)
+        models.append(build())
+    assert all(m.config == config for m in models)
+    states = [m.state_dict() for m in models]
+    assert all(np.array_equal(states[0][k], s[k]) for s in states[1:] for k in states[0])
+    assert Transformer(config, dropout=0.25).config.dropout == 0.25 and config.dropout == 0.0
+    assert Transformer(config, dtype=None).generator.weight.dtype == np.float32  # None: the default
+
+
+def test_config_checks_its_values_once_and_stores_plain_ints():
+    with pytest.raises(ValueError, match=r"Transformer: d_model \(30\) must be divisible by h \(4\)"):
+        TransformerConfig(10, 10, d_model=30, h=4)
+    with pytest.raises(ValueError, match=r"Transformer: dropout must be in \[0, 1\), got 1.0"):
+        Transformer(TransformerConfig(10, 10), dropout=1.0)
+    config = TransformerConfig(np.int64(10), 10, d_model=np.int64(8), h=2)
+    assert type(config.src_vocab) is int and type(config.d_model) is int
+    json.dumps(config.to_dict())  # a checkpoint's metadata is JSON
 
 
 def test_attention_returns_weights_and_handles_fully_masked_rows():

@@ -5,14 +5,18 @@ Pre-LN (norm_first=True):  x + Dropout(Sublayer(LayerNorm(x)))  — trains more 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tinygrad_lite import Tensor
 from tinygrad_lite.nn import Dropout, LayerNorm, Module
 
 
 class AddNorm(Module):
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, dtype=None):
+    """Wraps one sub-layer (attention or the FFN): (B, T, d_model) -> (B, T, d_model)."""
+
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, dtype=np.float32):
         super().__init__()
-        self.norm = LayerNorm(d_model) if dtype is None else LayerNorm(d_model, dtype=dtype)
+        self.norm = LayerNorm(d_model, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tinygrad_lite import Tensor
 from tinygrad_lite.nn import Dropout, Linear, Module
 from tinygrad_lite.nn import functional as F
@@ -46,16 +48,15 @@ class MultiHeadAttention(Module):
 
     fused = True
 
-    def __init__(self, d_model: int, h: int, dropout: float = 0.1, dtype=None):
+    def __init__(self, d_model: int, h: int, dropout: float = 0.1, dtype=np.float32):
         super().__init__()
         if h <= 0 or d_model % h:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h})")
-        kw = {} if dtype is None else {"dtype": dtype}
         self.d_model, self.h, self.d_k = d_model, h, d_model // h
-        self.w_q = Linear(d_model, d_model, **kw)
-        self.w_k = Linear(d_model, d_model, **kw)
-        self.w_v = Linear(d_model, d_model, **kw)
-        self.w_o = Linear(d_model, d_model, **kw)
+        self.w_q = Linear(d_model, d_model, dtype=dtype)
+        self.w_k = Linear(d_model, d_model, dtype=dtype)
+        self.w_v = Linear(d_model, d_model, dtype=dtype)
+        self.w_o = Linear(d_model, d_model, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.keep_weights = False
         self.weights = None  # the last attention weights (B, h, T_q, T_k) when keep_weights is set

@@ -1,9 +1,16 @@
 """The Transformer (paper Figure 1): embeddings + positional encoding, N encoder layers,
-N decoder layers, and the generator (Linear, then softmax over the target vocabulary)."""
+N decoder layers, and the generator (Linear, then softmax over the target vocabulary).
+
+    memory = Encoder(PE(Embed(src)·√d_model))                  (B, S, d_model)
+    logits = Generator(Decoder(PE(Embed(tgt)·√d_model), memory))   (B, T, tgt_vocab)
+
+`TransformerConfig` holds the hyper-parameters and checks them; `Transformer(config)` builds
+the model from it (as nanoGPT's `GPT(config)`), and a checkpoint stores `config.to_dict()`.
+"""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -19,7 +26,7 @@ from .positional_encoding import PositionalEncoding
 
 @dataclass
 class TransformerConfig:
-    """The paper's hyper-parameters (Table 3, base model by default)."""
+    """The paper's hyper-parameters (Table 3, base model by default), checked once, here."""
     src_vocab: int
     tgt_vocab: int
     d_model: int = 512
@@ -32,17 +39,30 @@ class TransformerConfig:
     tie_embeddings: bool = False
     pad_id: int = 0
 
+    def __post_init__(self):
+        for name in ("src_vocab", "tgt_vocab", "d_model", "h", "N", "d_ff"):
+            setattr(self, name, positive_int("Transformer", name, getattr(self, name)))
+        if self.d_model % self.h:
+            raise ValueError(f"Transformer: d_model ({self.d_model}) must be divisible by h ({self.h}); "
+                             f"d_k = d_model / h")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"Transformer: dropout must be in [0, 1), got {self.dropout}")
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> TransformerConfig:
+        """The inverse of to_dict (what a checkpoint stores)."""
+        return cls(**values)
 
 
 class Embeddings(Module):
     """Token embedding scaled by √d_model (paper §3.4)."""
 
-    def __init__(self, vocab: int, d_model: int, padding_idx: int | None = None, dtype=None):
+    def __init__(self, vocab: int, d_model: int, padding_idx: int | None = None, dtype=np.float32):
         super().__init__()
-        kw = {} if dtype is None else {"dtype": dtype}
-        self.lut = Embedding(vocab, d_model, padding_idx=padding_idx, **kw)
+        self.lut = Embedding(vocab, d_model, padding_idx=padding_idx, dtype=dtype)
         self.vocab, self.d_model = vocab, d_model
 
     def forward(self, tokens) -> Tensor:
@@ -52,33 +72,28 @@ class Embeddings(Module):
 class Transformer(Module):
     """model(src, tgt) -> logits (B, T, tgt_vocab), for src (B, S) and tgt (B, T) token ids.
 
-    Without explicit masks it builds the source padding mask and the target
-    padding+causal mask from `pad_id` (True = may attend, see transformer.masks).
+    Build it from a config, `Transformer(TransformerConfig(src_vocab, tgt_vocab, d_model=...))`,
+    or with the config's arguments directly, `Transformer(src_vocab, tgt_vocab, d_model=...)`;
+    `Transformer(config, dropout=0.0)` changes some of a config's values. `dtype` (float32 by
+    default, or float64) is the parameters' dtype. Without explicit masks the model builds the
+    source padding mask and the target padding+causal mask from `pad_id` (True = may attend,
+    see transformer.masks).
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, h: int = 8, N: int = 6,
-                 d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False, final_norm: bool = False,
-                 tie_embeddings: bool = False, pad_id: int = 0, dtype=None):
+    def __init__(self, *args, dtype=np.float32, **kwargs):
         super().__init__()
-        for name, value in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("d_model", d_model),
-                            ("h", h), ("N", N), ("d_ff", d_ff)):
-            positive_int("Transformer", name, value)
-        if d_model % h:
-            raise ValueError(f"Transformer: d_model ({d_model}) must be divisible by h ({h}); "
-                             f"d_k = d_model / h")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout}")
-        self.config = TransformerConfig(src_vocab, tgt_vocab, d_model, h, N, d_ff, dropout, norm_first,
-                                        final_norm, tie_embeddings, pad_id)
-        self.src_embed = Embeddings(src_vocab, d_model, padding_idx=pad_id, dtype=dtype)
-        self.tgt_embed = Embeddings(tgt_vocab, d_model, padding_idx=pad_id, dtype=dtype)
-        self.positional_encoding = PositionalEncoding(d_model, dropout,
-                                                      dtype=np.float32 if dtype is None else dtype)
-        self.encoder = Encoder(N, d_model, h, d_ff, dropout, norm_first, final_norm, dtype=dtype)
-        self.decoder = Decoder(N, d_model, h, d_ff, dropout, norm_first, final_norm, dtype=dtype)
-        self.generator = Linear(d_model, tgt_vocab) if dtype is None else Linear(d_model, tgt_vocab, dtype=dtype)
+        given = args[0] if len(args) == 1 and isinstance(args[0], TransformerConfig) else None
+        self.config = c = TransformerConfig(*args, **kwargs) if given is None else replace(given, **kwargs)
+        dtype = np.float32 if dtype is None else dtype  # None: the default, as the layers below have it
+        self.src_embed = Embeddings(c.src_vocab, c.d_model, padding_idx=c.pad_id, dtype=dtype)
+        self.tgt_embed = Embeddings(c.tgt_vocab, c.d_model, padding_idx=c.pad_id, dtype=dtype)
+        self.positional_encoding = PositionalEncoding(c.d_model, c.dropout, dtype=dtype)
+        layers = (c.N, c.d_model, c.h, c.d_ff, c.dropout, c.norm_first, c.final_norm)
+        self.encoder = Encoder(*layers, dtype=dtype)
+        self.decoder = Decoder(*layers, dtype=dtype)
+        self.generator = Linear(c.d_model, c.tgt_vocab, dtype=dtype)
         self._init_weights()
-        if tie_embeddings:
+        if c.tie_embeddings:
             self.generator.weight = self.tgt_embed.lut.weight
 
     def _init_weights(self):
@@ -110,13 +125,25 @@ class Transformer(Module):
                              f"[0, {vocab - 1}]")
         return ids
 
-    # ------------------------------------------------------------ the three passes
-    def encode(self, src, src_mask=None) -> Tensor:
-        """src: (B, S) ids -> memory (B, S, d_model)."""
+    def _source(self, src, src_mask):
+        """Checked source ids and their mask: padding_mask from pad_id unless one is given."""
         ids = self._check_tokens("src", src, self.config.src_vocab)
         if src_mask is None:
             src_mask = padding_mask(ids, self.config.pad_id)                 # (B, 1, 1, S)
-        return self.encoder(self.positional_encoding(self.src_embed(ids)), src_mask)
+        return ids, src_mask
+
+    # ------------------------------------------------------------ the three passes
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> Tensor:
+        """Figure 1 end to end: logits = decode(encode(src), tgt), (B, T, tgt_vocab)."""
+        src_ids, src_mask = self._source(src, src_mask)
+        return self.decode(self._encode(src_ids, src_mask), src_mask, tgt, tgt_mask)
+
+    def encode(self, src, src_mask=None) -> Tensor:
+        """src: (B, S) ids -> memory (B, S, d_model)."""
+        return self._encode(*self._source(src, src_mask))
+
+    def _encode(self, src_ids: np.ndarray, src_mask) -> Tensor:
+        return self.encoder(self.positional_encoding(self.src_embed(src_ids)), src_mask)  # (B, S, d_model)
 
     def decode(self, memory: Tensor, src_mask, tgt, tgt_mask=None, cache: list | None = None,
                start: int = 0) -> Tensor:
@@ -131,13 +158,6 @@ class Transformer(Module):
         x = self.positional_encoding(self.tgt_embed(ids), start=start)      # (B, T, d_model)
         x = self.decoder(x, memory, src_mask, tgt_mask, cache)
         return self.generator(x)                                             # (B, T, tgt_vocab)
-
-    def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> Tensor:
-        src_ids = self._check_tokens("src", src, self.config.src_vocab)
-        if src_mask is None:
-            src_mask = padding_mask(src_ids, self.config.pad_id)
-        memory = self.encode(src_ids, src_mask)
-        return self.decode(memory, src_mask, tgt, tgt_mask)
 
     def new_cache(self) -> list:
         """An empty key/value cache, one dict per decoder layer."""

@@ -17,7 +17,7 @@ from tinygrad_lite.checkpoint import load, pack_arrays, save
 
 from .data import Vocab, detokenize_en, tokenize_en, tokenize_zh
 from .decoding import beam_search, greedy_decode, sample_decode
-from .model import Transformer
+from .model import Transformer, TransformerConfig
 
 FORMAT = "tinygrad_lite.translator/1"
 SENTENCE_END = "。？！.?!"
@@ -27,13 +27,13 @@ class TranslatorError(ValueError):
     """A checkpoint or input the translator cannot use; the message says why."""
 
 
-def _check_config_fits(config: dict, arrays: dict) -> None:
+def _check_config_fits(config: TransformerConfig, arrays: dict) -> None:
     """Refuse, before allocating anything, a config whose model needs more weights than the file
     holds: a hostile or corrupt header must not make us build a terabyte-sized model. The bound
     counts the embeddings and every layer's attention and feed-forward matrices (Figure 1):
     (V_src + V_tgt)·d_model + N·(12·d_model² + 4·d_model·d_ff)."""
-    d, n, ff = (int(config[k]) for k in ("d_model", "N", "d_ff"))
-    needed = (int(config["src_vocab"]) + int(config["tgt_vocab"])) * d + n * (12 * d * d + 4 * d * ff)
+    c = config
+    needed = (c.src_vocab + c.tgt_vocab) * c.d_model + c.N * (12 * c.d_model ** 2 + 4 * c.d_model * c.d_ff)
     held = sum(a.size for k, a in arrays.items() if k.startswith("model."))
     if needed > held:
         raise ValueError(f"its config asks for a model of at least {needed:,} weights but the file holds "
@@ -74,17 +74,17 @@ class Translator:
                                   f"(format {meta.get('format') if isinstance(meta, dict) else None!r}, "
                                   f"expected {FORMAT!r})")
         try:
-            config = dict(meta["config"])
+            config = TransformerConfig.from_dict(meta["config"])
             _check_config_fits(config, arrays)
-            model = Transformer(**config)
+            model = Transformer(config)
             weights = {k[len("model."):]: v for k, v in arrays.items() if k.startswith("model.")}
             model.load_state_dict(weights, strict=True)
             src_vocab, tgt_vocab = Vocab.from_dict(meta["src_vocab"]), Vocab.from_dict(meta["tgt_vocab"])
         except (KeyError, TypeError, ValueError) as e:
             raise TranslatorError(f"checkpoint {path} does not fit its own config/vocab: {e}") from None
-        if src_vocab.__len__() != config["src_vocab"] or len(tgt_vocab) != config["tgt_vocab"]:
+        if len(src_vocab) != config.src_vocab or len(tgt_vocab) != config.tgt_vocab:
             raise TranslatorError(f"checkpoint {path}: vocab sizes {len(src_vocab)}/{len(tgt_vocab)} don't "
-                                  f"match the model's {config['src_vocab']}/{config['tgt_vocab']}")
+                                  f"match the model's {config.src_vocab}/{config.tgt_vocab}")
         model.eval()
         translator = cls(model, src_vocab, tgt_vocab, meta.get("lowercase", True), meta.get("max_train_len"),
                          meta.get("complete_punctuation", False))
@@ -173,9 +173,10 @@ class Translator:
         if v.eos_id in out:
             out = out[:out.index(v.eos_id) + 1]
         tgt_in = np.array([[v.bos_id] + out[:-1]]) if out else np.array([[v.bos_id]])
-        blocks = {"encoder self-attention": [l.self_attn for l in self.model.encoder.layers],
-                  "decoder self-attention": [l.self_attn for l in self.model.decoder.layers],
-                  "cross-attention": [l.cross_attn for l in self.model.decoder.layers]}
+        encoder, decoder = self.model.encoder.layers, self.model.decoder.layers
+        blocks = {"encoder self-attention": [layer.self_attn for layer in encoder],
+                  "decoder self-attention": [layer.self_attn for layer in decoder],
+                  "cross-attention": [layer.cross_attn for layer in decoder]}
         for mods in blocks.values():
             for m in mods:
                 m.keep_weights = True
