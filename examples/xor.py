@@ -99,12 +99,7 @@ class TensorEngine:
 
     def _build(self, sizes, act, seed):
         self.tl.manual_seed(seed)
-        layers = []
-        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-            layers.append(self.nn.Linear(n_in, n_out, dtype=np.float64))
-            if act != "linear" and i < len(sizes) - 2:
-                layers.append({"tanh": self.nn.Tanh, "relu": self.nn.ReLU, "sigmoid": self.nn.Sigmoid}[act]())
-        return self.nn.Sequential(*layers)
+        return self.nn.MLP(sizes, act=act, dtype=np.float64)
 
     def perceptron(self, seed):
         return self._build([2, 1], "linear", seed)

@@ -57,6 +57,8 @@ CASES = {
     "relu_negative": (lambda a: a.relu(), [-0.6]),
     "sigmoid_positive": (lambda a: a.sigmoid(), [1.2]),
     "sigmoid_negative": (lambda a: a.sigmoid(), [-3.5]),
+    "gelu_positive": (lambda a: a.gelu(), [0.7]),
+    "gelu_negative": (lambda a: a.gelu(), [-1.3]),
     "radd": (lambda a: 3 + a, [0.2]),
     "rsub": (lambda a: 1 - a, [0.2]),
     "rmul": (lambda a: 2 * a, [0.2]),
@@ -99,6 +101,18 @@ def test_gradients_match_torch():
     out.backward()
     assert data == pytest.approx(out.item(), rel=1e-12)
     assert grads == pytest.approx([leaf.grad.item() for leaf in leaves], rel=1e-12)
+
+
+@pytest.mark.parametrize("x", [-2.5, -0.3, 0.0, 1.1])
+def test_gelu_matches_torch_exact_gelu(x):
+    torch = pytest.importorskip("torch")
+    ours = Value(x)
+    out = ours.gelu()
+    out.backward()
+    theirs = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.gelu(theirs).backward()
+    assert out.data == pytest.approx(torch.nn.functional.gelu(theirs).item(), rel=1e-12, abs=1e-15)
+    assert ours.grad == pytest.approx(theirs.grad.item(), rel=1e-12)
 
 
 def test_reused_node_accumulates_gradient():
@@ -221,14 +235,15 @@ def test_power_and_exp_domain_errors_are_clear():
 
 
 def test_neuron_rejects_bad_act_and_wrong_input_count():
-    with pytest.raises(ValueError, match="unknown act 'gelu'"):
-        Neuron(2, act="gelu")
+    with pytest.raises(ValueError, match="Neuron: act must be one of .*'gelu', 'linear'.*, got 'swish'"):
+        Neuron(2, act="swish")
     with pytest.raises(ValueError, match="expected 2 inputs, got 3"):
         Neuron(2)([1.0, 2.0, 3.0])
 
 
 @pytest.mark.parametrize("act, f", [("relu", lambda z: max(z, 0.0)), ("tanh", math.tanh),
                                     ("sigmoid", lambda z: 1 / (1 + math.exp(-z))),
+                                    ("gelu", lambda z: z * (1 + math.erf(z / math.sqrt(2))) / 2),
                                     ("linear", lambda z: z)])
 def test_neuron_computes_act_of_weighted_sum(act, f):
     neuron = Neuron(3, act=act, rng=random.Random(0))
@@ -331,3 +346,38 @@ def test_same_weights_give_same_loss_and_grads_as_micrograd():
     assert our_loss.data == their_loss.data and our_acc == their_acc
     assert [p.grad for p in ours.parameters()] == \
         pytest.approx([p.grad for p in theirs.parameters()], rel=1e-12, abs=1e-15)
+
+
+def test_the_scalar_classes_live_in_scalar_and_the_top_level_has_no_ambiguous_mlp():
+    import tinygrad_lite
+    from tinygrad_lite import nn
+
+    assert tinygrad_lite.Value is Value and tinygrad_lite.scalar.MLP is MLP
+    assert not {"MLP", "Layer", "Neuron"} & set(tinygrad_lite.__all__)
+    with pytest.raises(AttributeError, match=r"tinygrad_lite.scalar.MLP \(on Values\), or tinygrad_lite.nn.MLP"):
+        tinygrad_lite.MLP  # noqa: B018
+    with pytest.raises(AttributeError, match="use tinygrad_lite.scalar.Neuron"):
+        tinygrad_lite.Neuron  # noqa: B018
+    assert nn.MLP is not MLP
+
+
+def test_activation_names_are_one_list_shared_by_every_floor():
+    """One list of names (checks.ACTIVATIONS) and one message for a name not in it, whether the
+    scalar MLP or the tensor MLP is asked for it."""
+    from tinygrad_lite import nn
+    from tinygrad_lite.checks import ACTIVATIONS
+    from tinygrad_lite.nn.activation import ACTIVATION_MODULES
+    from tinygrad_lite.tensor import Tensor
+
+    assert set(ACTIVATIONS) == set(ACTIVATION_MODULES) | {"linear"}
+    for name in set(ACTIVATIONS) - {"linear"}:
+        assert callable(getattr(Value, name)) and callable(getattr(Tensor, name))
+        assert isinstance(MLP(2, [2, 1], act=name, seed=0)([0.3, -0.2]), Value)
+        assert [type(m).__name__.lower() for m in nn.MLP([2, 2, 1], act=name)] == ["linear", name, "linear"]
+    assert [type(m).__name__ for m in nn.MLP([2, 3, 1], act="linear")] == ["Linear", "Linear"]
+    messages = []
+    for make in (lambda: MLP(2, [1], act="swish"), lambda: nn.MLP([2, 1], act="swish")):
+        with pytest.raises(ValueError) as info:
+            make()
+        messages.append(str(info.value).split(": ", 1)[1])
+    assert messages[0] == messages[1] == f"act must be one of {list(ACTIVATIONS)}, got 'swish'"

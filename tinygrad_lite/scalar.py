@@ -13,6 +13,8 @@ import math
 import numbers
 import random
 
+from .checks import activation
+
 
 class Value:
     """A scalar in a computation graph, together with the gradient flowing into it.
@@ -113,6 +115,13 @@ class Value:
         s = 1.0 / (1.0 + e) if self.data >= 0 else e / (1.0 + e)
         return Value(s, (self,), "sigmoid", (s * (1.0 - s),))
 
+    def gelu(self):
+        """x·Φ(x), Φ the standard normal CDF (the exact GELU, as Tensor.gelu's default)."""
+        x = self.data
+        cdf = 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+        pdf = math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return Value(x * cdf, (self,), "gelu", (cdf + x * pdf,))
+
     def backward(self):
         """Set `grad` on every Value this one depends on: d(self)/d(that Value).
 
@@ -192,8 +201,7 @@ def _exponent_slope(base, out):
     return 0.0 if base == 0 else math.nan
 
 
-ACTIVATIONS = {"relu": Value.relu, "tanh": Value.tanh, "sigmoid": Value.sigmoid, "linear": None}
-_DISPLAY_NAMES = {"relu": "ReLU", "tanh": "Tanh", "sigmoid": "Sigmoid", "linear": "Linear"}
+_DISPLAY_NAMES = {"relu": "ReLU", "tanh": "Tanh", "sigmoid": "Sigmoid", "gelu": "GELU", "linear": "Linear"}
 
 
 class Module:
@@ -210,13 +218,13 @@ class Module:
 class Neuron(Module):
     """act(w · x + b): a weighted sum of the inputs plus a bias, then a non-linearity.
 
-    `nonlin=False` (or `act="linear"`) leaves out the non-linearity. Weights start
-    uniform in [-1, 1) from `rng` (default: the global `random`, as in micrograd).
+    `act` names a Value method (one of `checks.ACTIVATIONS`); `nonlin=False` (or
+    `act="linear"`) leaves out the non-linearity. Weights start uniform in [-1, 1) from
+    `rng` (default: the global `random`, as in micrograd).
     """
 
     def __init__(self, nin, nonlin=True, act="relu", rng=None):
-        if act not in ACTIVATIONS:
-            raise ValueError(f"Neuron: unknown act {act!r}; expected one of {list(ACTIVATIONS)}")
+        activation("Neuron", act)
         rng = rng or random
         self.w = [Value(rng.uniform(-1, 1), label=f"w{i}") for i in range(nin)]
         self.b = Value(0.0, label="b")
@@ -229,7 +237,7 @@ class Neuron(Module):
         if len(x) != len(self.w):
             raise ValueError(f"Neuron: expected {len(self.w)} inputs, got {len(x)}")
         out = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)
-        return ACTIVATIONS[self.act](out) if self.nonlin else out
+        return getattr(out, self.act)() if self.nonlin else out
 
     def parameters(self):
         return self.w + [self.b]
@@ -259,7 +267,7 @@ class MLP(Module):
     """Multilayer perceptron: layers of sizes `nouts`, `act` between them, linear output.
 
     MLP(2, [16, 16, 1]) is micrograd's moons classifier. `act` is "relu" (default,
-    like micrograd), "tanh", "sigmoid" or "linear"; `seed` makes the init reproducible.
+    like micrograd), "tanh", "sigmoid", "gelu" or "linear"; `seed` makes the init reproducible.
     """
 
     def __init__(self, nin, nouts, act="relu", seed=None):

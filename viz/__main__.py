@@ -15,6 +15,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from tinygrad_lite.checks import ACTIVATIONS
 from viz.render import FORMATS, check_output_path
 
 XOR_INPUTS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
@@ -81,11 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     xor.add_argument("--hidden", type=_positive, default=4, help="hidden neurons (MLP(2, [hidden, 1]))")
     xor.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=4,
                      help="how many of the 4 XOR examples the step uses (1 gives a small picture)")
-    xor.add_argument("--act", default="tanh", choices=("tanh", "relu", "sigmoid"))
+    xor.add_argument("--act", default="tanh", choices=ACTIVATIONS)
 
     mlp = graph_command("mlp", "a tensor MLP's backprop graph after one training step on XOR", "LR")
     mlp.add_argument("--sizes", type=_sizes, default=[2, 8, 1], help="layer widths, e.g. 2,8,8,1")
-    mlp.add_argument("--act", default="tanh", choices=("tanh", "relu", "sigmoid", "gelu"))
+    mlp.add_argument("--act", default="tanh", choices=ACTIVATIONS)
     mlp.add_argument("--depth", type=_depth, default=None, help="collapse modules at this depth")
 
     tf = graph_command("transformer", "one training step of a small Transformer, modules as boxes", "TB")
@@ -127,11 +128,11 @@ def run_xor(args) -> list:
     from viz import draw_graph
 
     model = MLP(2, [args.hidden, 1], act=args.act, seed=args.seed)
-    for l, layer in enumerate(model.layers):
+    for k, layer in enumerate(model.layers):
         for j, neuron in enumerate(layer.neurons):
             for i, w in enumerate(neuron.w):
-                w.label = f"L{l}.n{j}.w{i}"
-            neuron.b.label = f"L{l}.n{j}.b"
+                w.label = f"L{k}.n{j}.w{i}"
+            neuron.b.label = f"L{k}.n{j}.b"
     losses = []
     for p, ((x0, x1), target) in enumerate(zip(XOR_INPUTS[:args.points], XOR_TARGETS)):
         x = [Value(x0, label=f"x{p}[0]"), Value(x1, label=f"x{p}[1]")]

@@ -1,6 +1,7 @@
 """Activation functions as Modules, so they can sit inside a Sequential."""
 from __future__ import annotations
 
+from ..checks import one_of
 from .module import Module
 
 
@@ -24,9 +25,7 @@ class GELU(Module):
 
     def __init__(self, approximate: str = "none"):
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
-        self.approximate = approximate
+        self.approximate = one_of("GELU", "approximate", approximate, ("none", "tanh"))
 
     def forward(self, x):
         return x.gelu(self.approximate)
@@ -35,4 +34,5 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "sigmoid": Sigmoid, "gelu": GELU}
+ACTIVATION_MODULES = {cls.__name__.lower(): cls for cls in (ReLU, Tanh, Sigmoid, GELU)}
+"""The Module class of each name in `checks.ACTIVATIONS` but "linear", which needs none."""

@@ -10,7 +10,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .activation import ACTIVATIONS
+from ..checks import activation, probability
+from .activation import ACTIVATION_MODULES
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module
@@ -144,19 +145,21 @@ class Sequential(_IndexedModules):
 
 class MLP(Sequential):
     """Linear → activation (→ Dropout) → ... → Linear, e.g. MLP([64, 128, 10]).
-    `sizes` lists the width of every layer, input first; the output layer has no activation."""
+    `sizes` lists the width of every layer, input first; the output layer has no activation.
+    `act` is one of `checks.ACTIVATIONS` ("linear": none between the layers either)."""
 
     def __init__(self, sizes, act: str = "relu", dropout: float = 0.0, bias: bool = True, dtype=np.float32):
         sizes = list(sizes)
         if len(sizes) < 2:
             raise ValueError(f"MLP: sizes needs at least an input and an output width, got {sizes}")
-        if act not in ACTIVATIONS:
-            raise ValueError(f"MLP: act must be one of {sorted(ACTIVATIONS)}, got {act!r}")
+        activation("MLP", act)
+        dropout = probability("MLP", "dropout", dropout)
         layers = []
         for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
             layers.append(Linear(n_in, n_out, bias=bias, dtype=dtype))
             if i < len(sizes) - 2:
-                layers.append(ACTIVATIONS[act]())
+                if act != "linear":
+                    layers.append(ACTIVATION_MODULES[act]())
                 if dropout > 0:
                     layers.append(Dropout(dropout))
         super().__init__(*layers)
