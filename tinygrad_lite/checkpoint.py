@@ -4,22 +4,23 @@ A safetensors file is an 8-byte little-endian header length, a JSON header (dtyp
 byte range of every array, plus a `__metadata__` dict of strings) and the raw array bytes.
 Loading only reads numbers, so a checkpoint from a stranger cannot run code (unlike pickle).
 
-Saving is atomic: the bytes go to a temporary file in the same directory, are flushed to disk
-(fsync), and only then renamed over the target (os.replace), so a crash or `kill -9` mid-save
-leaves the previous checkpoint intact. A killed save may leave a hidden `.NAME.*.tmp` file behind.
+Saving is atomic and durable (`files.atomic_write`): the bytes go to a temporary file in the same
+directory, are flushed to disk (fsync), and only then renamed over the target (os.replace), so a
+crash or `kill -9` mid-save leaves the previous checkpoint intact. A killed save may leave a
+hidden `.NAME.*.tmp` file behind.
 """
 from __future__ import annotations
 
 import json
 import os
 import struct
-import tempfile
 
 import numpy as np
 import safetensors
 import safetensors.numpy
 
 from . import random as _random
+from .files import atomic_write
 from .tensor import Tensor
 
 METADATA_KEY = "tinygrad_lite"
@@ -48,25 +49,6 @@ def _arrays(op: str, tensors) -> dict:
     return out
 
 
-def _fsync_dir(directory: str):
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # some platforms cannot open directories; the rename is still atomic
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def save(tensors: dict, path, metadata: dict | None = None) -> None:
     """Write `tensors` (name -> ndarray or Tensor) and JSON-able `metadata` to `path`, atomically."""
     op = "checkpoint.save"
@@ -77,28 +59,8 @@ def save(tensors: dict, path, metadata: dict | None = None) -> None:
         header = {METADATA_KEY: json.dumps({} if metadata is None else metadata)}
     except (TypeError, ValueError) as e:
         raise TypeError(f"{op}: metadata must be JSON-serialisable ({e})") from None
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"{op}: cannot write {path!r}: directory {directory!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        os.close(fd)
-        safetensors.numpy.save_file(arrays, tmp, metadata=header)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(directory)
+    with atomic_write(path, durable=True, op=op) as temp:
+        safetensors.numpy.save_file(arrays, temp, metadata=header)
 
 
 # ---------------------------------------------------------------- load

@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from viz.files import atomic_output
+from tinygrad_lite.files import atomic_write
 
 FORMATS = ("svg", "png", "pdf", "dot")
 RENDERER_ENV = "TINYGRAD_LITE_DOT"
@@ -254,6 +254,6 @@ def check_output_path(out_path, fmt: str | None = None, formats: tuple = FORMATS
 
 
 def _write_atomically(path: Path, payload: bytes) -> Path:
-    with atomic_output(path, "render") as stream:
-        stream.write(payload)
+    with atomic_write(path, durable=False, op="render", make_parents=True) as temp:
+        temp.write_bytes(payload)
     return path
