@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+import traceback
 import warnings
 
 DEFAULT_OUT = "runs/translator"
@@ -64,8 +65,23 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS,
                         help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
     sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", parents=[common], help="train the translator (built-in corpus by default)",
+                       description="Train the translator. Data parallel: mpiexec -n K python -m transformer "
+                                   "train ... runs K ranks, each on its own batches (README: 'Training on "
+                                   "several processes or machines').")
+    add_train_data_arguments(t)
+    add_train_model_arguments(t)
+    add_train_recipe_arguments(t)
+    add_train_output_arguments(t)
+    add_translate_parser(sub, common)
+    add_eval_parser(sub, common)
+    sub.add_parser("explain", help="the article, computed: run the walkthrough "
+                                  "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
+    return p
 
-    t = sub.add_parser("train", parents=[common], help="train the translator (built-in corpus by default)")
+
+def add_train_data_arguments(t) -> None:
+    """train: what to train on, for how long, from where."""
     t.add_argument("--data", help="zh<TAB>en TSV or Tatoeba/Anki (en<TAB>zh<TAB>attribution) file")
     t.add_argument("--dev", help="dev file (same formats); default: split off --data")
     t.add_argument("--test", help="test file (same formats); default: split off --data")
@@ -74,15 +90,26 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--minutes", type=positive_float, default=None, help="stop after this much time")
     t.add_argument("--max-steps", type=positive_int, default=None)
     t.add_argument("--seed", type=non_negative_int, default=None, help="default 0")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.safetensors")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.safetensors (with any number of ranks)")
+
+
+def add_train_model_arguments(t) -> None:
+    """train: the model's size."""
     t.add_argument("--d-model", type=positive_int, default=None)
     t.add_argument("--heads", type=positive_int, default=None)
     t.add_argument("--layers", type=positive_int, default=None)
     t.add_argument("--d-ff", type=positive_int, default=None)
     t.add_argument("--dropout", type=non_negative_float, default=None)
+
+
+def add_train_recipe_arguments(t) -> None:
+    """train: optimisation and batching."""
     t.add_argument("--lr", type=positive_float, default=None, help="multiplier of the Noam schedule")
     t.add_argument("--warmup", type=positive_int, default=None)
-    t.add_argument("--max-tokens", type=positive_int, default=None, help="target tokens per batch")
+    t.add_argument("--max-tokens", type=positive_int, default=None,
+                   help="target tokens per batch, per rank: under mpiexec -n K a step trains on K batches "
+                        "(K times the tokens), as in DDP")
     t.add_argument("--label-smoothing", type=non_negative_float, default=None)
     t.add_argument("--min-freq", type=positive_int, default=None,
                    help="keep tokens seen at least this often in training (rarer ones read as <unk>)")
@@ -98,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--embed-init", choices=["normal", "xavier"], default=None,
                    help="embedding init: N(0, 1/d_model) (default) or Xavier-uniform (PyTorch tutorial)")
     t.add_argument("--clip", type=non_negative_float, default=None, help="gradient-norm clip (0: off)")
+
+
+def add_train_output_arguments(t) -> None:
+    """train: evaluations, checkpoints, progress."""
     t.add_argument("--eval-every", type=non_negative_int, default=None,
                    help="also evaluate on dev every N steps (0: at the end of each epoch)")
     t.add_argument("--average", type=non_negative_int, default=None,
@@ -107,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also checkpoint every N steps (0: only at the end of each epoch)")
     t.add_argument("--no-progress", action="store_true")
 
+
+def add_translate_parser(sub, common) -> None:
     tr = sub.add_parser("translate", parents=[common], help="translate sentences (arguments, or lines on stdin)")
     tr.add_argument("sentences", nargs="*")
     tr.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
@@ -118,14 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also draw the first sentence's attention into this ONE image (.png, .svg or .pdf): "
                          "a section each for encoder self-, decoder self- and cross-attention, layers x heads")
 
+
+def add_eval_parser(sub, common) -> None:
     e = sub.add_parser("eval", parents=[common], help="BLEU, chrF and exact match on a test set")
     e.add_argument("--data", help="test file; default: the built-in test and novel splits")
     e.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
     e.add_argument("--out", help="write hypotheses here (default: next to the checkpoint)")
-
-    sub.add_parser("explain", help="the article, computed: run the walkthrough "
-                                  "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
-    return p
 
 
 def build_explain_parser() -> argparse.ArgumentParser:
@@ -160,18 +191,14 @@ def draw_loss_curve(out_dir):
     return draw
 
 
-def cmd_train(args) -> int:
-    from .train import REAL_DATA_RECIPE, TrainConfig, Trainer
-    overrides = {k: getattr(args, a) for k, a in [
-        ("data", "data"), ("dev", "dev"), ("test", "test"), ("epochs", "epochs"), ("minutes", "minutes"),
-        ("max_steps", "max_steps"), ("d_model", "d_model"), ("heads", "heads"), ("layers", "layers"),
-        ("d_ff", "d_ff"), ("dropout", "dropout"), ("lr", "lr"), ("warmup", "warmup"),
-        ("max_tokens", "max_tokens"), ("label_smoothing", "label_smoothing"), ("save_every", "save_every"),
-        ("seed", "seed"), ("min_freq", "min_freq"), ("batch_by", "batch_by"),
-        ("bucket_pool", "bucket_pool"), ("tie_embeddings", "tie_embeddings"), ("clip", "clip"),
-        ("eval_every", "eval_every"), ("average", "average"), ("final_norm", "final_norm"),
-        ("embed_init", "embed_init")]
-        if getattr(args, a) is not None}
+def train_overrides(args) -> dict:
+    """The TrainConfig fields given on the command line, checked."""
+    from .train import TrainConfig
+    overrides = {k: getattr(args, k) for k in (
+        "data", "dev", "test", "epochs", "minutes", "max_steps", "d_model", "heads", "layers", "d_ff", "dropout",
+        "lr", "warmup", "max_tokens", "label_smoothing", "save_every", "seed", "min_freq", "batch_by",
+        "bucket_pool", "tie_embeddings", "clip", "eval_every", "average", "final_norm", "embed_init")
+        if getattr(args, k) is not None}
     if overrides.get("dropout", 0) >= 1:
         raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
     if overrides.get("label_smoothing", 0) > 1:
@@ -180,6 +207,14 @@ def cmd_train(args) -> int:
         d, h = overrides.get("d_model", TrainConfig.d_model), overrides.get("heads", TrainConfig.heads)
         if d % h:
             raise CLIError(f"--d-model {d} must be divisible by --heads {h}")
+    return overrides
+
+
+def cmd_train(args) -> int:
+    from tinygrad_lite import distributed as dist
+
+    from .train import REAL_DATA_RECIPE, Interrupted, TrainConfig, Trainer
+    overrides = train_overrides(args)
     for path in (args.data, args.dev, args.test):
         if path:
             check_input_file(path, "data file")
@@ -191,15 +226,17 @@ def cmd_train(args) -> int:
         overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
     cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
                       extra={"explicit": explicit}, **overrides)
+    dist.init()
+    if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
+        sys.stdout = open(os.devnull, "w")
     trainer = Trainer(cfg, on_eval=draw_loss_curve(cfg.out))
-    if args.resume:
-        print(f"resuming from step {trainer.step} (epoch {trainer.epoch + 1}, batch {trainer.batch_in_epoch}) "
-              f"of {trainer.checkpoint_path}")
-    print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
-          f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "
-          f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
-          f"{trainer.model.num_parameters():,} parameters")
-    report = trainer.run()
+    print_training_header(trainer, dist.world_size())
+    try:
+        report = trainer.run()
+    except Interrupted:  # every rank stopped after the same step; rank 0 saved the checkpoint
+        return 130
+    if report is None:  # data parallel: ranks other than 0 are done
+        return 0
     print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; best model on dev: {report['checkpoint']} "
           f"(latest, for --resume: {trainer.checkpoint_path})")
     for split, label in (("test", "held-out test"), ("novel", "compositional (novel combinations)")):
@@ -212,6 +249,20 @@ def cmd_train(args) -> int:
     with open(os.path.join(cfg.out, "report.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, ensure_ascii=False, indent=1)
     return 0
+
+
+def print_training_header(trainer, ranks: int) -> None:
+    cfg = trainer.cfg
+    if cfg.resume:
+        print(f"resuming from step {trainer.step} (epoch {trainer.epoch + 1}, batch {trainer.batch_in_epoch}) "
+              f"of {trainer.checkpoint_path}")
+    print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
+          f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "
+          f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
+          f"{trainer.model.num_parameters():,} parameters")
+    if ranks > 1:
+        print(f"data parallel: {ranks} ranks, each a batch of --max-tokens {cfg.max_tokens} a step "
+              f"({ranks} batches a step; the learning-rate schedule counts steps)")
 
 
 def cmd_translate(args) -> int:
@@ -327,15 +378,33 @@ def main(argv=None) -> int:
         from tinygrad_lite.threads import default_num_threads, set_num_threads
         set_num_threads(args.threads or default_num_threads(1))
         return commands[args.command](args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # (a Ctrl-C that every rank acted on returns 130 from cmd_train)
+        stop_every_rank(130, "interrupted")
         return 130
     except SystemExit:
         raise
     except Exception as e:  # one line for the user; --debug for the traceback
-        if args.debug:
+        if args.debug and not distributed_run():
             raise
+        if args.debug:
+            traceback.print_exc()
         print(f"error: {one_line(e)}", file=sys.stderr)
+        stop_every_rank(2, "the error above")
         return 2
+
+
+def distributed_run() -> bool:
+    """Whether this process is one of several MPI ranks (mpiexec -n K ... train)."""
+    distributed = sys.modules.get("tinygrad_lite.distributed")
+    return distributed is not None and distributed.active()
+
+
+def stop_every_rank(code: int, reason: str) -> None:
+    """Data parallel: a rank that leaves on its own (an error, a Ctrl-C outside a step) stops every
+    rank now (MPI_Abort), or the others would wait forever in their next collective. No-op in one
+    process."""
+    if distributed_run():
+        sys.modules["tinygrad_lite.distributed"].abort(code, reason)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@ label smoothing ε_ls = 0.1, dropout P_drop = 0.1.
 Runs are reproducible and resumable: batches of epoch e are shuffled with seed
 (seed, e); a checkpoint stores weights, optimizer and scheduler state, the engine's
 RNG state and the step, so `--resume` continues exactly where the run stopped.
+
+Data parallel (`mpiexec -n K python -m transformer train`, tinygrad_lite.distributed): every
+rank builds the same shuffled batches and takes its own, the r-th of every K; one all-reduce
+averages the gradients, weighted by target tokens, so a step of K ranks is a step of one process
+on the K batches together. Rank 0 alone evaluates and writes files. The lines that do this are
+marked "data parallel"; with one process each is a no-op.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import numpy as np
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, no_grad
+from tinygrad_lite import distributed as dist
 from tinygrad_lite.checkpoint import unpack_arrays
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
@@ -56,7 +63,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     lr: float = 1.0                  # multiplies the Noam schedule
     warmup: int = 400
-    max_tokens: int = 3000           # target tokens per batch
+    max_tokens: int = 3000           # tokens per batch, per rank: K ranks train on K batches a step
     clip: float = 1.0
     min_freq: int = 1
     batch_by: str = "padded"         # "target": random batches of max_tokens real target tokens
@@ -233,12 +240,13 @@ class Trainer:
         self.snapshots = []       # the weights at the last `average` evaluations
         self.deadline = None
         self.started = time.perf_counter()
-        os.makedirs(cfg.out, exist_ok=True)
+        if dist.is_main():  # data parallel: rank 0 alone writes files
+            os.makedirs(cfg.out, exist_ok=True)
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.best = [-1.0, -1.0]  # (dev exact match, dev BLEU) of best.safetensors
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
-        tl.manual_seed(cfg.seed)
+        tl.manual_seed(dist.rank_seed(cfg.seed))  # data parallel: each rank its own dropout (rank 0: seed)
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         if cfg.resume:
             self._resume()
@@ -246,8 +254,9 @@ class Trainer:
             self.data = build_dataset(cfg)
             self.model = build_model(cfg, self.data)
             self._make_optimizer()
-            if os.path.exists(self.metrics_path):
+            if dist.is_main() and os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
+        dist.broadcast_parameters(self.model.parameters())  # data parallel: every rank starts from rank 0's
         sources = [zh.strip() for zh, _ in self.data.splits["train"]]
         punctuated = np.mean([bool(zh) and zh[-1] in SENTENCE_END for zh in sources])
         self.translator = Translator(self.model, self.data.src_vocab, self.data.tgt_vocab, cfg.lowercase,
@@ -258,9 +267,10 @@ class Trainer:
         self.scheduler = NoamLR(self.optimizer, d_model=self.cfg.d_model, warmup=self.cfg.warmup)
 
     def _resume(self):
-        if not os.path.exists(self.checkpoint_path):
-            raise TranslatorError(f"--resume: no checkpoint at {self.checkpoint_path}")
-        translator, meta, arrays = Translator.load(self.checkpoint_path, with_state=True)
+        with dist.shared_file(self.checkpoint_path) as path:  # data parallel: rank 0's file, on every rank
+            if path is None:
+                raise TranslatorError(f"--resume: no checkpoint at {self.checkpoint_path}")
+            translator, meta, arrays = Translator.load(path, with_state=True)
         saved = meta.get("train", {}).get("train_config", {})
         explicit = set(self.cfg.extra.get("explicit", ()))
         clashes = [f"{k}: checkpoint {saved[k]!r}, now {getattr(self.cfg, k)!r}"
@@ -285,8 +295,12 @@ class Trainer:
         self.best = list(state.get("best", self.best))
         if "rng" in state:
             set_rng_state(state["rng"])
+        if not dist.is_main():  # data parallel: the checkpoint has rank 0's stream; the others draw new ones
+            tl.manual_seed(dist.rank_seed(self.cfg.seed, self.step))
 
     def save(self):
+        if not dist.is_main():  # data parallel: rank 0 alone writes files
+            return
         state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                  "best": self.best, "rng": get_rng_state(), "train_config": {k: v for k, v in asdict(self.cfg).items()}}
         self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
@@ -303,6 +317,11 @@ class Trainer:
         if not math.isfinite(value):
             raise FloatingPointError(f"train: the loss became {value} at step {self.step + 1}; "
                                      f"try a lower --lr (now {self.cfg.lr})")
+        # data parallel: the token-weighted mean of every rank's gradients (the gradient of their batches
+        # taken together) and the global batch's loss and target tokens, in one all-reduce
+        n_tokens, loss_sum = dist.all_reduce_gradients(self.model.parameters(), weight=n_tokens,
+                                                       extra=[value * n_tokens])
+        value, n_tokens = loss_sum / n_tokens, int(n_tokens)
         if self.cfg.clip:
             clip_grad_norm_(self.model.parameters(), self.cfg.clip)
         self.optimizer.step()
@@ -310,12 +329,14 @@ class Trainer:
         self.step += 1
         return value, n_tokens
 
-    def run(self) -> dict:
+    def run(self) -> dict | None:
         """Train until --epochs, --max-steps or the --minutes budget ends the run. The budget covers
         everything: training, the evaluations inside it, and the closing one (its time is kept in
-        reserve), so the run ends with the best model on dev saved within it."""
+        reserve), so the run ends with the best model on dev saved within it. Returns the final
+        report (None on ranks other than 0)."""
         from tqdm import tqdm
         cfg = self.cfg
+        K, rank = dist.world_size(), dist.rank()
         started = self.started = time.perf_counter()
         self.deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
         stop = False
@@ -323,33 +344,38 @@ class Trainer:
         try:
             while (cfg.epochs is None or self.epoch < cfg.epochs) and not stop:
                 batches = epoch_batches(self.data, cfg, self.epoch)
+                if len(batches) < K:
+                    raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
+                                          f"ranks; lower --max-tokens or start fewer ranks")
                 total = "" if cfg.epochs is None else f"/{cfg.epochs}"
-                bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress,
+                bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress or rank > 0,
                            desc=f"epoch {self.epoch + 1}{total}", leave=False, dynamic_ncols=True)
                 tokens, t0, losses = 0, time.perf_counter(), []
-                while self.batch_in_epoch < len(batches):
-                    value, n = self.train_step(batches[self.batch_in_epoch])
-                    self.batch_in_epoch += 1
-                    if _CTRL_C_PRESSED:
-                        raise KeyboardInterrupt
+                while self.batch_in_epoch + K <= len(batches):  # data parallel: K batches a step, rank r's is the r-th
+                    value, n = self.train_step(batches[self.batch_in_epoch + rank])
+                    self.batch_in_epoch += K
+                    # data parallel: if any rank was interrupted or is out of time, all stop after this step
+                    interrupted, out_of_time = dist.any_rank(_CTRL_C_PRESSED, self.out_of_time())
+                    if interrupted:
+                        raise Interrupted
                     losses.append(value)
                     tokens += n
-                    bar.update(1)
+                    bar.update(K)
                     bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{tokens / (time.perf_counter() - t0):.0f}",
                                     lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
                     if cfg.save_every and self.step % cfg.save_every == 0:
                         self.save()
-                    if (cfg.max_steps and self.step >= cfg.max_steps) or self.out_of_time():
+                    if (cfg.max_steps and self.step >= cfg.max_steps) or out_of_time:
                         stop = True
                         break
-                    mid_epoch = self.batch_in_epoch < len(batches)
+                    mid_epoch = self.batch_in_epoch + K <= len(batches)
                     if cfg.eval_every and self.step % cfg.eval_every == 0 and mid_epoch:
                         speed = tokens / max(time.perf_counter() - t0, 1e-9)
                         self.evaluate(losses, speed, len(batches))
                         tokens, t0, losses = 0, time.perf_counter(), []
                 bar.close()
                 n_batches = len(batches)
-                if self.batch_in_epoch >= n_batches:
+                if self.batch_in_epoch + K > n_batches:  # (data parallel: fewer than K batches left end the epoch)
                     self.epoch += 1
                     self.batch_in_epoch = 0
                 last = stop or (cfg.epochs is not None and self.epoch >= cfg.epochs)
@@ -364,6 +390,8 @@ class Trainer:
             raise
         finally:
             restore_sigint()
+        if rank != 0:  # data parallel: rank 0 alone averages, tests and reports
+            return None
         self.try_average()
         return self.final_report(time.perf_counter() - started)
 
@@ -390,6 +418,11 @@ class Trainer:
 
     def evaluate(self, losses, tokens_per_s, n_batches: int):
         """Dev loss and BLEU now; keep the best model on dev; checkpoint; report to on_eval."""
+        if dist.is_main():  # data parallel: rank 0 evaluates and saves while the others wait
+            self._evaluate(losses, tokens_per_s, n_batches)
+        dist.barrier("waiting for rank 0's evaluation")
+
+    def _evaluate(self, losses, tokens_per_s, n_batches: int):
         t0 = time.perf_counter()
         partial = bool(self.batch_in_epoch)
         epoch = round(self.epoch + self.batch_in_epoch / n_batches, 3) if partial else self.epoch
@@ -470,6 +503,10 @@ class Trainer:
 
 
 _CTRL_C_PRESSED: list = []
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, acted on after the same step by every rank (one process: by the only one)."""
 
 
 def _ctrl_c_between_steps():
