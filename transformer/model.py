@@ -1,8 +1,8 @@
 """The Transformer (paper Figure 1): embeddings + positional encoding, N encoder layers,
 N decoder layers, and the generator (Linear, then softmax over the target vocabulary).
 
-    memory = Encoder(PE(Embed(src)·√d_model))                  (B, S, d_model)
-    logits = Generator(Decoder(PE(Embed(tgt)·√d_model), memory))   (B, T, tgt_vocab)
+    memory = Encoder(PE(Embed(src)·√d_model))                       (B, S, d_model)
+    logits = Generator(Decoder(PE(Embed(tgt)·√d_model), memory))     (B, T, tgt_vocab)
 
 `TransformerConfig` holds the hyper-parameters and checks them; `Transformer(config)` builds
 the model from it (as nanoGPT's `GPT(config)`), and a checkpoint stores `config.to_dict()`.

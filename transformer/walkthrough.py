@@ -290,8 +290,8 @@ def section_embedding(figures=None) -> dict:
     pe = PositionalEncoding(D_MODEL, dropout=0.0)
     contextual = [layer(pe(Tensor(v[None]))).data[0] for v in vectors]
     context_difference = float(np.abs(contextual[0][at[0]] - contextual[1][at[1]]).max())
-    check("“苹” in 苹果很好吃 and 他在树下捡到一个苹果, embedding", f"max difference {static_difference:.1g}", "identical",
-          static_difference == 0)
+    check("“苹” in 苹果很好吃 and 他在树下捡到一个苹果, embedding", f"max difference {static_difference:.1g}",
+          "identical", static_difference == 0)
     check("… after PE + one self-attention layer", f"max difference {context_difference:.2f}",
           "context changes it", context_difference > 1e-2)
     return {"tokens": tokens, "ids": ids, "shape": tuple(matrix.shape),

@@ -37,6 +37,13 @@ def _lengths(operation: str, name: str, sequences) -> np.ndarray:
     return lengths
 
 
+def _check_max_tokens(operation: str, max_tokens) -> None:
+    """max_tokens must be a positive int (Python or NumPy, never a bool). The data code stands
+    without the engine (tests/test_corpus.py), so this is not tinygrad_lite.checks.positive_int."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+        raise ValueError(f"{operation}: max_tokens must be a positive int, got {max_tokens!r}")
+
+
 def bucket_indices(src_lengths, tgt_lengths, max_tokens: int, shuffle: bool = True,
                    seed: int = 0) -> list[np.ndarray]:
     """Group pair indices into batches of similar length within ``max_tokens``.
@@ -50,9 +57,7 @@ def bucket_indices(src_lengths, tgt_lengths, max_tokens: int, shuffle: bool = Tr
     if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
         raise ValueError(f"bucket_indices: expected two equal-length 1-d length lists, got "
                          f"shapes {src_lengths.shape} and {tgt_lengths.shape}")
-    # the data code stands without the engine (tests/test_corpus.py), so not tinygrad_lite.checks
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
-        raise ValueError(f"bucket_indices: max_tokens must be a positive int, got {max_tokens!r}")
+    _check_max_tokens("bucket_indices", max_tokens)
     longest = np.maximum(src_lengths, tgt_lengths)
     too_long = np.flatnonzero(longest > max_tokens)
     if too_long.size:
@@ -94,10 +99,7 @@ def target_token_batches(tgt_lengths, max_tokens: int, shuffle: bool = True, see
     if tgt_lengths.ndim != 1:
         raise ValueError(f"target_token_batches: expected a 1-d length list, "
                          f"got shape {tgt_lengths.shape}")
-    whole = isinstance(max_tokens, (int, np.integer)) and not isinstance(max_tokens, bool)
-    if not whole or max_tokens < 1:
-        raise ValueError(f"target_token_batches: max_tokens must be a positive int, "
-                         f"got {max_tokens!r}")
+    _check_max_tokens("target_token_batches", max_tokens)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(tgt_lengths)) if shuffle else np.arange(len(tgt_lengths))
     cost = np.maximum(tgt_lengths - 1, 1)
