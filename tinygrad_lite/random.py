@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import is_int
+from .checks import int_at_least
 
 _rng = np.random.default_rng(0)
 
 
 def manual_seed(seed: int) -> None:
-    """Seed every random draw the engine makes (parameter init, randn, dropout)."""
+    """Seed every random draw the engine makes (parameter init, randn, dropout); seed is an int >= 0."""
     global _rng
-    if not is_int(seed):
-        raise TypeError(f"manual_seed: expected an int seed, got {type(seed).__name__}")
-    _rng = np.random.default_rng(int(seed))
+    _rng = np.random.default_rng(int_at_least("manual_seed", "seed", seed, 0))
 
 
 def rng() -> np.random.Generator:

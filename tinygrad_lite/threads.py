@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .checks import is_int
+from .checks import positive_int
 
 ENV_VAR = "TINYGRAD_LITE_NUM_THREADS"
 _requested: int | None = None
@@ -18,9 +18,7 @@ _requested: int | None = None
 def set_num_threads(n: int) -> None:
     """Limit BLAS (via threadpoolctl) and Numba to `n` threads for the rest of the process."""
     global _requested
-    if not is_int(n) or n < 1:
-        raise ValueError(f"set_num_threads: expected an int >= 1, got {n!r}")
-    _requested = n = int(n)
+    _requested = n = positive_int("set_num_threads", "n", n)
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=n)
     numba = sys.modules.get("numba")
@@ -43,7 +41,5 @@ def default_num_threads(fallback: int = 1) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise ValueError(f"{ENV_VAR} must be a whole number >= 1, got {text!r}") from None
-    if n < 1:
-        raise ValueError(f"{ENV_VAR} must be >= 1, got {n}")
-    return n
+        n = text  # not a whole number: positive_int says so
+    return positive_int("environment", ENV_VAR, n)

@@ -18,6 +18,8 @@ import warnings
 
 import numpy as np
 
+from ..checks import one_of
+
 BACKENDS = ("numba", "numpy")
 ENV_VAR = "TINYGRAD_LITE_BACKEND"
 
@@ -42,10 +44,7 @@ _state = _State()
 
 
 def _validate(name, source):
-    if name not in BACKENDS:
-        valid = ", ".join(repr(b) for b in BACKENDS)
-        raise ValueError(f"{source}: unknown kernel backend {name!r}; valid backends are {valid}")
-    return name
+    return one_of(source, "kernel backend", name, BACKENDS)
 
 
 def requested_backend():

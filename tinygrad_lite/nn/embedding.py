@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import positive_int
+from ..checks import is_int, positive_int
 from . import functional as F
 from . import init
 from .module import Module, Parameter
@@ -23,10 +23,11 @@ class Embedding(Module):
         self.num_embeddings = positive_int("Embedding", "num_embeddings", num_embeddings)
         self.embedding_dim = positive_int("Embedding", "embedding_dim", embedding_dim)
         if padding_idx is not None:
-            if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} is out of range for "
-                                 f"num_embeddings={self.num_embeddings}")
-            padding_idx %= self.num_embeddings
+            n = self.num_embeddings
+            if not is_int(padding_idx) or not -n <= padding_idx < n:
+                raise ValueError(f"Embedding: padding_idx {padding_idx!r} is out of range for num_embeddings={n} "
+                                 f"(expected an int in [-{n}, {n}))")
+            padding_idx = int(padding_idx) % n
         self.padding_idx = padding_idx
         self.weight = init.normal_(Parameter(np.empty((self.num_embeddings, self.embedding_dim), dtype)))
         if padding_idx is not None:

@@ -6,11 +6,10 @@ per loss instead of a chain of small ones (and the graph view shows them as one 
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import kernels as K
+from ..checks import number, one_of, positive_int, probability
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -29,11 +28,6 @@ def _int_array(op: str, name: str, x) -> np.ndarray:
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{op}: {name} must hold integer ids/classes, got dtype {arr.dtype}")
     return arr
-
-
-def _check_reduction(op: str, reduction: str):
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def _check_float(op: str, name: str, t: Tensor):
@@ -143,14 +137,15 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
     if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
         raise TypeError(f"{op}: q, k, v must be Tensors, got {type(q).__name__}, {type(k).__name__}, "
                         f"{type(v).__name__}")
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
+    dropout_p = probability(op, "dropout_p", dropout_p)
+    scale = None if scale is None else number(op, "scale", scale)
     qd, kd, vd = q.data, k.data, v.data
     if heads is not None:
+        heads = positive_int(op, "heads", heads)
         qd = _split_heads(op, "q", qd, heads)
         kd = _split_heads(op, "k", kd, heads)
         vd = _split_heads(op, "v", vd, heads)
-    mask = _check_attention(op, qd, kd, vd, scale, mask)
+    mask = _check_attention(op, qd, kd, vd, mask)
     keep, keep_scale = None, 1.0
     if training and dropout_p > 0:
         keep = dropout_keep_mask((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p)
@@ -172,16 +167,16 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
 def _split_heads(op: str, name: str, x: np.ndarray, heads: int) -> np.ndarray:
     """(B, T, h·d) -> (B, T, h, d), a view."""
     shape = x.shape
-    if len(shape) != 3 or not isinstance(heads, (int, np.integer)) or heads <= 0 or shape[2] % heads:
+    if len(shape) != 3 or shape[2] % heads:
         raise ValueError(f"{op}: with heads={heads!r}, {name} must be (B, T, heads·d) with its last dim divisible "
                          f"by heads, got shape {shape}")
     return x.reshape(shape[0], shape[1], heads, shape[2] // heads)
 
 
-def _check_attention(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale, mask):
+def _check_attention(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask):
     """Raise unless q, k, v fit (B, T_q, h, d_k), (B or 1, T_k, h, d_k), (B or 1, T_k, h, d_v) in
-    one float dtype, scale is finite and the mask is boolean or float and broadcasts to the
-    weights (B, h, T_q, T_k); returns the mask as an array (the kernels trust what passes)."""
+    one float dtype and the mask is boolean or float and broadcasts to the weights
+    (B, h, T_q, T_k); returns the mask as an array (the kernels trust what passes)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.dtype not in (np.float32, np.float64):
             raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {x.dtype}")
@@ -197,8 +192,6 @@ def _check_attention(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale
     if v.shape[:3] != k.shape[:3]:
         raise ValueError(f"{op}: v {v.shape} does not fit k {k.shape}: expected (B, T_k, h, d_v) = "
                          f"{k.shape[:3] + ('d_v',)}")
-    if scale is not None and not math.isfinite(scale):
-        raise ValueError(f"{op}: scale must be a finite number, got {scale!r}")
     if mask is None:
         return None
     mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
@@ -249,18 +242,21 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None, bias: 
 
 
 # ---------------------------------------------------------------- losses
-def _reduce(op: str, per_element: np.ndarray, reduction: str, count: float):
-    """The reduced loss array and the factor by which the output grad scales each element."""
+def _reduce(per_element: np.ndarray, reduction: str, count: int):
+    """The reduced loss array and the factor by which the output grad scales each element. A mean
+    over count = 0 elements is 0 with a zero gradient, not NaN."""
     if reduction == "none":
         return per_element, None
     if reduction == "sum":
         return np.asarray(per_element.sum(), dtype=per_element.dtype), 1.0
+    if not count:
+        return np.asarray(0.0, dtype=per_element.dtype), 0.0
     return np.asarray(per_element.sum() / count, dtype=per_element.dtype), 1.0 / count
 
 
 def mse_loss(input: Tensor, target, reduction: str = "mean") -> Tensor:
     """Mean squared error (input - target)²; shapes must match (no silent broadcasting)."""
-    _check_reduction("mse_loss", reduction)
+    one_of("mse_loss", "reduction", reduction, REDUCTIONS)
     input = _tensor("mse_loss", "input", input)
     target = _tensor("mse_loss", "target", target)
     if input.shape != target.shape:
@@ -280,7 +276,7 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, reduction: str = "m
     """−[y·log σ(x) + (1−y)·log(1−σ(x))], computed stably as max(x,0) − x·y + log1p(exp(−|x|)).
     Gradient wrt x: σ(x) − y (one fused op)."""
     op = "binary_cross_entropy_with_logits"
-    _check_reduction(op, reduction)
+    one_of(op, "reduction", reduction, REDUCTIONS)
     logits = _tensor(op, "logits", logits)
     _check_float(op, "logits", logits)
     target = _tensor(op, "target", target)
@@ -289,7 +285,7 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, reduction: str = "m
     x = logits.data
     y = target.data.astype(x.dtype, copy=False)
     per = np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x)))
-    out, scale = _reduce(op, per, reduction, max(per.size, 1))
+    out, scale = _reduce(per, reduction, max(per.size, 1))
 
     def backward(g):
         g = g if scale is None else g * scale
@@ -318,35 +314,19 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
     NaN here); a batch made only of padding should not poison training with NaN.
     """
     op = "cross_entropy"
-    _check_reduction(op, reduction)
+    one_of(op, "reduction", reduction, REDUCTIONS)
     logits = _tensor(op, "logits", logits)
     _check_float(op, "logits", logits)
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
-    t = _int_array(op, "target", target)
-    num_classes = _num_classes(op, logits, t)
-    x = logits.data if logits.ndim <= 2 else np.moveaxis(logits.data, 1, -1)
-    x2 = x.reshape(-1, num_classes)
-    flat_t = t.reshape(-1)
-    valid = flat_t != ignore_index
-    _check_classes(op, flat_t[valid], num_classes, ignore_index)
-    safe_t = np.where(valid, flat_t, 0)
+    eps = probability(op, "label_smoothing", label_smoothing)
+    x2, targets, valid, target_shape = _rows_and_targets(op, logits, target, ignore_index)
     rows = np.arange(x2.shape[0])
 
     logp = K.log_softmax_forward(x2)                                   # one kernel, no exp array kept
-    eps = float(label_smoothing)
-    per = -logp[rows, safe_t]
+    per = -logp[rows, targets]
     if eps:
         per = (1.0 - eps) * per - eps * logp.mean(axis=1)
     per = np.where(valid, per, 0).astype(x2.dtype)
-    count = int(valid.sum())
-    if reduction == "none":
-        out, scale = per.reshape(t.shape), None
-    elif reduction == "sum":
-        out, scale = np.asarray(per.sum(), dtype=x2.dtype), 1.0
-    else:
-        out = np.asarray(per.sum() / count if count else 0.0, dtype=x2.dtype)
-        scale = 1.0 / count if count else 0.0
+    out, scale = _reduce(per.reshape(target_shape), reduction, int(valid.sum()))
 
     def backward(g):
         # with w = the row's weight and q = the smoothed target distribution (sums to 1), the
@@ -354,13 +334,30 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
         per_target = g.reshape(-1) if scale is None else g * scale
         weight = (valid * per_target).astype(x2.dtype)
         dy = np.empty_like(x2)
-        dy[...] = (weight * x2.dtype.type(-eps / num_classes))[:, None]
-        dy[rows, safe_t] -= weight * x2.dtype.type(1.0 - eps)
-        grad = K.log_softmax_backward(logp, dy)
-        if logits.ndim <= 2:
-            return (grad.reshape(logits.shape),)
-        return (np.moveaxis(grad.reshape(x.shape), -1, 1),)
+        dy[...] = (weight * x2.dtype.type(-eps / x2.shape[1]))[:, None]
+        dy[rows, targets] -= weight * x2.dtype.type(1.0 - eps)
+        return (_rows_to_logits(K.log_softmax_backward(logp, dy), logits.shape),)
     return logits._make(out, op, (logits,), backward)
+
+
+def _rows_and_targets(op: str, logits: Tensor, target, ignore_index: int):
+    """The logits as rows of C class scores (N·d1·..., C), each row's target class (0 where it is
+    ignored), which rows count, and the target's shape; raises if the targets do not fit."""
+    t = _int_array(op, "target", target)
+    num_classes = _num_classes(op, logits, t)
+    x = logits.data if logits.ndim <= 2 else np.moveaxis(logits.data, 1, -1)
+    flat_t = t.reshape(-1)
+    valid = flat_t != ignore_index
+    _check_classes(op, flat_t[valid], num_classes, ignore_index)
+    return x.reshape(-1, num_classes), np.where(valid, flat_t, 0), valid, t.shape
+
+
+def _rows_to_logits(rows: np.ndarray, shape: tuple) -> np.ndarray:
+    """The inverse of the row layout of _rows_and_targets: (N·d1·..., C) back to `shape`."""
+    if len(shape) <= 2:
+        return rows.reshape(shape)
+    class_last = (shape[0],) + shape[2:] + (shape[1],)
+    return np.moveaxis(rows.reshape(class_last), -1, 1)
 
 
 def _num_classes(op: str, logits: Tensor, t: np.ndarray) -> int:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import random as _random
+from ..checks import one_of
 from ..tensor import Tensor
 
 
@@ -60,17 +61,9 @@ def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
 def kaiming_uniform_(t: Tensor, a: float = 0.0, nonlinearity: str = "leaky_relu") -> Tensor:
     """U(−b, b) with b = gain·sqrt(3 / fan_in) (He et al., 2015). PyTorch's Linear default is
     a=sqrt(5), which makes b = 1/sqrt(fan_in)."""
+    gains = {"leaky_relu": math.sqrt(2.0 / (1 + a * a)), "relu": math.sqrt(2.0), "tanh": 5.0 / 3,
+             "sigmoid": 1.0, "linear": 1.0}
+    gain = gains[one_of("kaiming_uniform_", "nonlinearity", nonlinearity, gains)]
     fan_in, _ = fan_in_and_fan_out(t)
-    if nonlinearity == "leaky_relu":
-        gain = math.sqrt(2.0 / (1 + a * a))
-    elif nonlinearity == "relu":
-        gain = math.sqrt(2.0)
-    elif nonlinearity in ("linear", "sigmoid"):
-        gain = 1.0
-    elif nonlinearity == "tanh":
-        gain = 5.0 / 3
-    else:
-        raise ValueError(f"kaiming_uniform_: unknown nonlinearity {nonlinearity!r} "
-                         "(expected 'leaky_relu', 'relu', 'tanh', 'sigmoid' or 'linear')")
     bound = gain * math.sqrt(3.0 / fan_in)
     return uniform_(t, -bound, bound)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import is_int
+from ..checks import number, positive_int
 from .module import Module, Parameter
 
 
@@ -16,12 +16,10 @@ class LayerNorm(Module):
                  dtype=np.float32):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
-        if not shape or any(not is_int(n) or n <= 0 for n in shape):
-            raise ValueError(f"LayerNorm: normalized_shape must be positive ints, got {normalized_shape!r}")
-        if not eps > 0:
-            raise ValueError(f"LayerNorm: eps must be positive, got {eps}")
-        self.normalized_shape = tuple(int(n) for n in shape)
-        self.eps = float(eps)
+        if not shape:
+            raise ValueError("LayerNorm: normalized_shape must name at least one dim, got ()")
+        self.normalized_shape = tuple(positive_int("LayerNorm", "normalized_shape", n) for n in shape)
+        self.eps = number("LayerNorm", "eps", eps, 0.0, low_open=True)
         self.elementwise_affine = bool(elementwise_affine)
         self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if elementwise_affine else None
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if elementwise_affine and bias else None

@@ -16,8 +16,9 @@ import math
 
 import numpy as np
 
+from ..checks import number
 from ..kernels.backend import lazy_kernels, threads_for, use_numba
-from .optimizer import Optimizer, check_number
+from .optimizer import Optimizer
 
 
 def adam_update_numpy(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
@@ -99,10 +100,10 @@ class Adam(Optimizer):
         if len(betas) != 2:
             raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
         group["betas"] = tuple(betas)
-        check_number(name, "beta1", betas[0], 0.0, 1.0, high_open=True)
-        check_number(name, "beta2", betas[1], 0.0, 1.0, high_open=True)
-        check_number(name, "eps", group["eps"])
-        check_number(name, "weight_decay", group["weight_decay"])
+        number(name, "beta1", betas[0], 0.0, 1.0, high_open=True)
+        number(name, "beta2", betas[1], 0.0, 1.0, high_open=True)
+        number(name, "eps", group["eps"], 0.0)
+        number(name, "weight_decay", group["weight_decay"], 0.0)
 
     def step(self) -> None:
         """One Adam (or AdamW) update of every parameter that has a grad, in place, like

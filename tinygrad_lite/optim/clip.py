@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..checks import number
 from ..tensor import Tensor
 
 
@@ -23,23 +24,21 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     """Scale all grads together so their joint `norm_type`-norm is at most `max_norm`; returns the
     norm before clipping. Grads are multiplied by max_norm / (norm + 1e-6) when that is < 1, as
     PyTorch. Unlike PyTorch, a float32 sum of squares that overflows is redone in float64, so
-    huge-but-finite gradients are clipped rather than zeroed. A NaN or Inf norm is returned as is (and, as PyTorch, turns the grads into NaN/0);
-    error_if_nonfinite=True raises FloatingPointError instead."""
+    huge-but-finite gradients are clipped rather than zeroed. A NaN or Inf norm is returned as is
+    (and, as PyTorch, turns the grads into NaN/0); error_if_nonfinite=True raises
+    FloatingPointError instead. max_norm may be inf (no clipping); norm_type is > 0 or inf."""
+    max_norm = number("clip_grad_norm_", "max_norm", max_norm, 0.0, allow_inf=True)
+    norm_type = number("clip_grad_norm_", "norm_type", norm_type, 0.0, low_open=True, allow_inf=True)
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     grads = [p.grad for p in params if p.grad is not None]
-    max_norm, norm_type = float(max_norm), float(norm_type)
-    if not max_norm >= 0:
-        raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     if not grads:
         return 0.0
     if norm_type == math.inf:
         total = max(float(np.abs(g).max()) if g.size else 0.0 for g in grads)
     elif norm_type == 2.0:
         total = math.sqrt(sum(_sum_of_squares(g) for g in grads))
-    elif norm_type > 0:
-        total = sum(float((np.abs(g) ** norm_type).sum()) for g in grads) ** (1.0 / norm_type)
     else:
-        raise ValueError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type}")
+        total = sum(float((np.abs(g) ** norm_type).sum()) for g in grads) ** (1.0 / norm_type)
     if not math.isfinite(total) and error_if_nonfinite:
         raise FloatingPointError(f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {total}")
     coef = max_norm / (total + 1e-6)

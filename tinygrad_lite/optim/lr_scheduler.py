@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..checks import positive_int
-from .optimizer import Optimizer, check_number
+from ..checks import number, positive_int
+from .optimizer import Optimizer
 
 
 class LRScheduler:
@@ -62,7 +62,7 @@ class StepLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         self.step_size = positive_int("StepLR", "step_size", step_size)
-        self.gamma = check_number("StepLR", "gamma", gamma)
+        self.gamma = number("StepLR", "gamma", gamma, 0.0)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -75,7 +75,7 @@ class CosineAnnealingLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
         self.T_max = positive_int("CosineAnnealingLR", "T_max", T_max)
-        self.eta_min = check_number("CosineAnnealingLR", "eta_min", eta_min)
+        self.eta_min = number("CosineAnnealingLR", "eta_min", eta_min, 0.0)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):

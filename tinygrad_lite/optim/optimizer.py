@@ -5,23 +5,10 @@ whose `grad` is None (it took no part in the loss) is skipped.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from ..checks import number
 from ..tensor import Tensor
-
-
-def check_number(op: str, name: str, value, low: float = 0.0, high: float | None = None,
-                 high_open: bool = False) -> float:
-    """A finite number in [low, high] (or [low, high) with high_open), else ValueError naming it."""
-    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = value >= low and (high is None or (value < high if high_open else value <= high))
-    if not ok:
-        upper = "" if high is None else f" and {'<' if high_open else '<='} {high}"
-        raise ValueError(f"{op}: invalid {name} {value!r} (expected a finite number >= {low}{upper})")
-    return float(value)
 
 
 class Optimizer:
@@ -69,7 +56,7 @@ class Optimizer:
         self.param_groups.append(full)
 
     def _validate(self, group: dict) -> None:
-        check_number(type(self).__name__, "learning rate lr", group["lr"])
+        number(type(self).__name__, "learning rate lr", group["lr"], 0.0)
 
     def zero_grad(self) -> None:
         """Set every parameter's grad to None (PyTorch's default set_to_none=True)."""

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer, check_number
+from ..checks import number
+from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
@@ -21,9 +22,9 @@ class SGD(Optimizer):
 
     def _validate(self, group):
         super()._validate(group)
-        check_number("SGD", "momentum", group["momentum"])
-        check_number("SGD", "dampening", group["dampening"])
-        check_number("SGD", "weight_decay", group["weight_decay"])
+        number("SGD", "momentum", group["momentum"], 0.0)
+        number("SGD", "dampening", group["dampening"], 0.0)
+        number("SGD", "weight_decay", group["weight_decay"], 0.0)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(f"SGD: nesterov needs momentum > 0 and dampening = 0, got momentum="
                              f"{group['momentum']}, dampening={group['dampening']}")
