@@ -16,7 +16,6 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from tinygrad_lite.checks import int_at_least, is_real, number
+from tinygrad_lite.files import atomic_write
 from viz import fonts
-from viz.files import atomic_output
 
 SUPPORTED_FORMATS = ("png", "svg", "pdf")
 DEFAULT_DPI = 100
@@ -80,8 +80,7 @@ def _output_path(out, op: str) -> tuple[Path | None, str]:
 
 
 def _new_figure(figsize, dpi, op: str) -> Figure:
-    if isinstance(dpi, bool) or not isinstance(dpi, Real) or not 0 < dpi < 10_000:
-        raise ValueError(f"{op}: dpi must be a positive number, got {dpi!r}")
+    dpi = number(op, "dpi", dpi, 0, 10_000, low_open=True, high_open=True)
     figure = Figure(figsize=figsize, dpi=dpi, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -122,17 +121,18 @@ def _use_cjk_font(figure: Figure, fmt: str, op: str) -> tuple[dict, bool]:
 
 
 def _save(figure: Figure, path: Path | None, fmt: str, op: str) -> Path | None:
-    """Write the figure atomically (viz.files), with CJK text handled; with no path, only
-    give CJK text its font, for showing inline."""
+    """Write the figure atomically (a figure is easy to redraw, so no fsync), with CJK text
+    handled; with no path, only give CJK text its font, for showing inline."""
     if path is None:
         _use_cjk_font(figure, fmt, op)
         return None
-    with atomic_output(path, op, suffix=f".tmp.{fmt}") as stream, warnings.catch_warnings():
+    with (atomic_write(path, durable=False, op=op, suffix=f".tmp.{fmt}", make_parents=True) as temp,
+          warnings.catch_warnings()):
         rc, glyphs_missing = _use_cjk_font(figure, fmt, op)
         if glyphs_missing:
             warnings.filterwarnings("ignore", message=_MISSING_GLYPH_MESSAGE)
         with mpl.rc_context(rc):
-            figure.savefig(stream, format=fmt, dpi=figure.dpi)
+            figure.savefig(temp, format=fmt, dpi=figure.dpi)
     return path
 
 
@@ -421,10 +421,7 @@ def softmax_with_temperature(logits, temperature: float = 1.0) -> np.ndarray:
     z = _as_array(logits, op, "logits")
     if z.ndim == 0 or z.shape[-1] == 0:
         raise ValueError(f"{op}: logits must have at least one entry, got shape {z.shape}")
-    if isinstance(temperature, bool) or not isinstance(temperature, Real):
-        raise TypeError(f"{op}: temperature must be a number, got {type(temperature).__name__}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"{op}: temperature must be finite and > 0, got {temperature}")
+    temperature = number(op, "temperature", temperature, 0, low_open=True)
     scaled = z / temperature
     shifted = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
@@ -515,7 +512,7 @@ def read_metrics(path) -> list[dict]:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    return is_real(value) and math.isfinite(value)
 
 
 def _curves_from_records(records, keys, x_key, op):
@@ -546,7 +543,7 @@ def _curves_from_records(records, keys, x_key, op):
             warnings.warn(
                 f"{op}: no numeric {key!r} in the metrics; keys present: {available}",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,  # _curves_from_records < _curves < plot_loss_curves < the caller
             )
     return curves, x_key or "record"
 
@@ -594,32 +591,9 @@ def plot_loss_curves(
     """
     op = "plot_loss_curves"
     path, fmt = _output_path(out, op)
-    if isinstance(metrics, (str, os.PathLike)):
-        metrics = read_metrics(metrics)
-    if isinstance(keys, str):
-        keys = (keys,)
-    if isinstance(metrics, Mapping):
-        curves, x_label = _curves_from_mapping(metrics, op)
-        legend = dict(labels or {})
-    elif isinstance(metrics, Sequence):
-        if not metrics:
-            raise ValueError(f"{op}: metrics is empty; expected at least one record")
-        curves, x_label = _curves_from_records(metrics, keys, x_key, op)
-        legend = {**METRIC_LABELS, **(labels or {})}
-    else:
-        raise TypeError(
-            f"{op}: metrics must be a path, a list of dicts or a dict name -> values; "
-            f"got {type(metrics).__name__}"
-        )
+    curves, x_label, legend = _curves(metrics, keys, x_key, labels, op)
     if logy:
-        for name, (_, y) in curves.items():
-            finite = y[np.isfinite(y)]
-            if finite.size and finite.min() <= 0:
-                raise ValueError(
-                    f"{op}: logy=True needs positive values, but {name!r} has "
-                    f"minimum {finite.min():g}"
-                )
-
+        _check_positive(curves, op)
     figure = _new_figure((6.0, 3.8), dpi, op)
     ax = figure.subplots()
     for name, (x, y) in curves.items():
@@ -637,6 +611,37 @@ def plot_loss_curves(
     _save(figure, path, fmt, op)
     data = {"curves": curves, "x_label": x_label, "labels": {n: legend.get(n, n) for n in curves}}
     return PlotResult(path, figure, data)
+
+
+def _curves(metrics, keys, x_key, labels, op) -> tuple[dict, str, dict]:
+    """(name -> (x, y), x-axis label, name -> legend label) from any form `metrics` may take."""
+    if isinstance(metrics, (str, os.PathLike)):
+        metrics = read_metrics(metrics)
+    if isinstance(keys, str):
+        keys = (keys,)
+    if isinstance(metrics, Mapping):
+        curves, x_label = _curves_from_mapping(metrics, op)
+        return curves, x_label, dict(labels or {})
+    if isinstance(metrics, Sequence):
+        if not metrics:
+            raise ValueError(f"{op}: metrics is empty; expected at least one record")
+        curves, x_label = _curves_from_records(metrics, keys, x_key, op)
+        return curves, x_label, {**METRIC_LABELS, **(labels or {})}
+    raise TypeError(
+        f"{op}: metrics must be a path, a list of dicts or a dict name -> values; "
+        f"got {type(metrics).__name__}"
+    )
+
+
+def _check_positive(curves: dict, op: str) -> None:
+    """A log axis shows only positive values: raise naming the first curve with one <= 0."""
+    for name, (_, y) in curves.items():
+        finite = y[np.isfinite(y)]
+        if finite.size and finite.min() <= 0:
+            raise ValueError(
+                f"{op}: logy=True needs positive values, but {name!r} has "
+                f"minimum {finite.min():g}"
+            )
 
 
 # ---------------------------------------------------------------- gradient descent
@@ -694,6 +699,31 @@ def plot_descent_path(
     out_path, fmt = _output_path(out, op)
     if not callable(f):
         raise TypeError(f"{op}: f must be callable (the loss), got {type(f).__name__}")
+    points = _descent_points(path, op)
+    resolution = int_at_least(op, "resolution", resolution, 2)
+    figure = _new_figure((5.5, 4.2), dpi, op)
+    ax = figure.subplots()
+    if points.shape[1] == 1:
+        grid_data, values, path_values = _draw_loss_curve(ax, f, points[:, 0], bounds, resolution, op)
+        xs, ys = points[:, 0], path_values
+    else:
+        grid_data, values, path_values = _draw_loss_surface(
+            figure, ax, f, points, bounds, resolution, levels, cmap, op
+        )
+        xs, ys = points[:, 0], points[:, 1]
+    if not np.any(np.isfinite(values)):
+        raise ValueError(f"{op}: f gave no finite value anywhere on the plotted range")
+    _draw_path(ax, xs, ys)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    _save(figure, out_path, fmt, op)
+    data = {"grid": grid_data, "values": values, "path": points, "path_values": path_values}
+    return PlotResult(out_path, figure, data)
+
+
+def _descent_points(path, op: str) -> np.ndarray:
+    """The visited points as an (n, 1) or (n, 2) array."""
     points = _as_array(path, op, "path")
     if points.ndim == 1:
         points = points[:, None]
@@ -702,61 +732,53 @@ def plot_descent_path(
             f"{op}: path must have shape (n,), (n, 1) or (n, 2) with n >= 1; "
             f"got shape {np.shape(path)}"
         )
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 2:
-        raise ValueError(f"{op}: resolution must be an int >= 2, got {resolution!r}")
-    figure = _new_figure((5.5, 4.2), dpi, op)
-    ax = figure.subplots()
-    arrows = points.shape[0] <= 60
+    return points
 
-    if points.shape[1] == 1:
-        x_range = (
-            _default_range(points[:, 0]) if bounds is None else _as_range(bounds, op, "bounds")
-        )
-        grid = np.linspace(*x_range, resolution)
-        values = _evaluate(f, op, grid)
-        path_values = _evaluate(f, op, points[:, 0])
-        ax.plot(grid, values, color="tab:blue", label="loss f(x)")
-        xs, ys = points[:, 0], path_values
-        ax.set_xlabel("x")
-        ax.set_ylabel("f(x)")
-        grid_data: Any = grid
-    else:
-        if bounds is None:
-            x_range, y_range = _default_range(points[:, 0]), _default_range(points[:, 1])
-        else:
-            if len(bounds) != 2:
-                raise ValueError(
-                    f"{op}: 2-D bounds must be ((x_low, x_high), (y_low, y_high)), got {bounds!r}"
-                )
-            x_range, y_range = (
-                _as_range(bounds[0], op, "bounds[0]"),
-                _as_range(bounds[1], op, "bounds[1]"),
-            )
-        grid_x, grid_y = np.meshgrid(
-            np.linspace(*x_range, resolution), np.linspace(*y_range, resolution)
-        )
-        values = _evaluate(f, op, grid_x, grid_y)
-        path_values = _evaluate(f, op, points[:, 0], points[:, 1])
-        filled = ax.contourf(grid_x, grid_y, np.ma.masked_invalid(values), levels=levels, cmap=cmap)
-        ax.contour(
-            grid_x,
-            grid_y,
-            np.ma.masked_invalid(values),
-            levels=levels,
-            colors="k",
-            linewidths=0.3,
-            alpha=0.4,
-        )
-        figure.colorbar(filled, ax=ax, label="loss f(x, y)")
-        xs, ys = points[:, 0], points[:, 1]
-        ax.set_xlabel("x")
-        ax.set_ylabel("y")
-        grid_data = (grid_x, grid_y)
-    if not np.any(np.isfinite(values)):
-        raise ValueError(f"{op}: f gave no finite value anywhere on the plotted range")
 
+def _draw_loss_curve(ax, f: Callable, xs: np.ndarray, bounds, resolution: int, op: str):
+    """f(x) over the range as a line; returns (grid, f on the grid, f at xs)."""
+    x_range = _default_range(xs) if bounds is None else _as_range(bounds, op, "bounds")
+    grid = np.linspace(*x_range, resolution)
+    values = _evaluate(f, op, grid)
+    path_values = _evaluate(f, op, xs)
+    ax.plot(grid, values, color="tab:blue", label="loss f(x)")
+    ax.set_xlabel("x")
+    ax.set_ylabel("f(x)")
+    return grid, values, path_values
+
+
+def _draw_loss_surface(figure, ax, f: Callable, points: np.ndarray, bounds, resolution: int, levels, cmap, op: str):
+    """f(x, y) as filled contours with contour lines and a colorbar; returns ((grid_x, grid_y),
+    f on the grid, f at the points)."""
+    x_range, y_range = _surface_ranges(points, bounds, op)
+    grid_x, grid_y = np.meshgrid(
+        np.linspace(*x_range, resolution), np.linspace(*y_range, resolution)
+    )
+    values = _evaluate(f, op, grid_x, grid_y)
+    path_values = _evaluate(f, op, points[:, 0], points[:, 1])
+    surface = np.ma.masked_invalid(values)
+    filled = ax.contourf(grid_x, grid_y, surface, levels=levels, cmap=cmap)
+    ax.contour(grid_x, grid_y, surface, levels=levels, colors="k", linewidths=0.3, alpha=0.4)
+    figure.colorbar(filled, ax=ax, label="loss f(x, y)")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    return (grid_x, grid_y), values, path_values
+
+
+def _surface_ranges(points: np.ndarray, bounds, op: str):
+    if bounds is None:
+        return _default_range(points[:, 0]), _default_range(points[:, 1])
+    if len(bounds) != 2:
+        raise ValueError(
+            f"{op}: 2-D bounds must be ((x_low, x_high), (y_low, y_high)), got {bounds!r}"
+        )
+    return _as_range(bounds[0], op, "bounds[0]"), _as_range(bounds[1], op, "bounds[1]")
+
+
+def _draw_path(ax, xs: np.ndarray, ys: np.ndarray) -> None:
+    """The descent path in red (with arrows when it has at most 60 points), its start and end."""
     ax.plot(xs, ys, "o-", color="tab:red", markersize=3, linewidth=1, label="descent path")
-    if arrows:
+    if len(xs) <= 60:
         for start in range(len(xs) - 1):
             ax.annotate(
                 "",
@@ -766,12 +788,6 @@ def plot_descent_path(
             )
     ax.plot(xs[:1], ys[:1], "s", color="white", markeredgecolor="k", label="start")
     ax.plot(xs[-1:], ys[-1:], "*", color="gold", markeredgecolor="k", markersize=11, label="end")
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
-    _save(figure, out_path, fmt, op)
-    data = {"grid": grid_data, "values": values, "path": points, "path_values": path_values}
-    return PlotResult(out_path, figure, data)
 
 
 # ---------------------------------------------------------------- classification
@@ -808,6 +824,44 @@ def plot_decision_boundary(
     path, fmt = _output_path(out, op)
     if not callable(predict_fn):
         raise TypeError(f"{op}: predict_fn must be callable, got {type(predict_fn).__name__}")
+    points, labels = _labelled_points(X, y, op)
+    resolution = int_at_least(op, "resolution", resolution, 2)
+    (x_low, y_low), (x_high, y_high) = points.min(axis=0) - margin, points.max(axis=0) + margin
+    grid_x, grid_y = np.meshgrid(
+        np.linspace(x_low, x_high, resolution), np.linspace(y_low, y_high, resolution)
+    )
+    prediction = _predict_grid(predict_fn, grid_x, grid_y, op)
+    discrete = bool(np.all(prediction == np.round(prediction)))
+    class_values = np.unique(labels)
+    if discrete:
+        class_values = np.unique(np.concatenate([class_values, np.unique(prediction)]))
+    colors = _class_colors(len(class_values))
+    figure = _new_figure((5.0, 4.2), dpi, op)
+    ax = figure.subplots()
+    if discrete:
+        region_index = np.searchsorted(class_values, prediction)
+        levels = np.arange(len(class_values) + 1) - 0.5
+        ax.contourf(grid_x, grid_y, region_index, levels=levels, cmap=colors, alpha=0.3)
+    else:
+        filled = ax.contourf(grid_x, grid_y, prediction, levels=30, cmap="RdBu_r", alpha=0.5)
+        figure.colorbar(filled, ax=ax, label="score")
+        if prediction.min() < threshold < prediction.max():
+            ax.contour(grid_x, grid_y, prediction, levels=[threshold], colors="k", linewidths=1.5)
+    _draw_classes(ax, points, labels, class_values, colors)
+    ax.set_xlim(x_low, x_high)
+    ax.set_ylim(y_low, y_high)
+    ax.set_xlabel("x₁")
+    ax.set_ylabel("x₂")
+    ax.legend(fontsize="small", loc="best")
+    if title:
+        ax.set_title(title)
+    _save(figure, path, fmt, op)
+    data = {"grid": (grid_x, grid_y), "prediction": prediction, "discrete": discrete}
+    return PlotResult(path, figure, data)
+
+
+def _labelled_points(X, y, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """X as (n, 2) points and y as their n labels."""
     points = _as_array(X, op, "X")
     if points.ndim != 2 or points.shape[1] != 2 or points.shape[0] == 0:
         raise ValueError(f"{op}: X must have shape (n, 2) with n >= 1, got shape {points.shape}")
@@ -816,13 +870,12 @@ def plot_decision_boundary(
         raise ValueError(
             f"{op}: y must have shape ({points.shape[0]},) to match X, got shape {labels.shape}"
         )
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 2:
-        raise ValueError(f"{op}: resolution must be an int >= 2, got {resolution!r}")
+    return points, labels
 
-    (x_low, y_low), (x_high, y_high) = points.min(axis=0) - margin, points.max(axis=0) + margin
-    grid_x, grid_y = np.meshgrid(
-        np.linspace(x_low, x_high, resolution), np.linspace(y_low, y_high, resolution)
-    )
+
+def _predict_grid(predict_fn: Callable, grid_x: np.ndarray, grid_y: np.ndarray, op: str) -> np.ndarray:
+    """predict_fn at every grid point, one class or score per point (argmax of (m, k) scores),
+    in the grid's shape."""
     grid = np.column_stack([grid_x.ravel(), grid_y.ravel()])
     prediction = np.asarray(predict_fn(grid))
     if prediction.ndim == 2 and prediction.shape[1] == 1:
@@ -835,30 +888,11 @@ def plot_decision_boundary(
         )
     if prediction.ndim == 2:
         prediction = prediction.argmax(axis=1)
-    prediction = prediction.astype(float).reshape(grid_x.shape)
-    discrete = bool(np.all(prediction == np.round(prediction)))
+    return prediction.astype(float).reshape(grid_x.shape)
 
-    class_values = np.unique(labels)
-    if discrete:
-        class_values = np.unique(np.concatenate([class_values, np.unique(prediction)]))
-    colors = _class_colors(len(class_values))
-    figure = _new_figure((5.0, 4.2), dpi, op)
-    ax = figure.subplots()
-    if discrete:
-        region_index = np.searchsorted(class_values, prediction)
-        ax.contourf(
-            grid_x,
-            grid_y,
-            region_index,
-            levels=np.arange(len(class_values) + 1) - 0.5,
-            cmap=colors,
-            alpha=0.3,
-        )
-    else:
-        filled = ax.contourf(grid_x, grid_y, prediction, levels=30, cmap="RdBu_r", alpha=0.5)
-        figure.colorbar(filled, ax=ax, label="score")
-        if prediction.min() < threshold < prediction.max():
-            ax.contour(grid_x, grid_y, prediction, levels=[threshold], colors="k", linewidths=1.5)
+
+def _draw_classes(ax, points: np.ndarray, labels: np.ndarray, class_values, colors) -> None:
+    """The data points, one color per class, each class in the legend."""
     for index, value in enumerate(class_values):
         members = labels == value
         if np.any(members):
@@ -871,16 +905,6 @@ def plot_decision_boundary(
                 linewidths=0.4,
                 label=f"class {_class_name(value)}",
             )
-    ax.set_xlim(x_low, x_high)
-    ax.set_ylim(y_low, y_high)
-    ax.set_xlabel("x₁")
-    ax.set_ylabel("x₂")
-    ax.legend(fontsize="small", loc="best")
-    if title:
-        ax.set_title(title)
-    _save(figure, path, fmt, op)
-    data = {"grid": (grid_x, grid_y), "prediction": prediction, "discrete": discrete}
-    return PlotResult(path, figure, data)
 
 
 def plot_confusion_matrix(
