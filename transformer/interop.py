@@ -122,14 +122,15 @@ def torch_reference(config):
         def embed(self, embedding, ids):
             pe = torch.from_numpy(sinusoidal_table(ids.shape[1], self.d_model))
             scaled = embedding(ids) * math.sqrt(self.d_model)
-            return self.dropout(scaled + pe.to(embedding.weight.dtype))
+            return self.dropout(scaled + pe.to(embedding.weight.device, embedding.weight.dtype))
 
         def encode(self, src):
             return self.transformer.encoder(self.embed(self.src_embed, src),
                                             src_key_padding_mask=src == self.pad_id)
 
         def decode(self, memory, src, tgt):
-            causal = torch.triu(torch.ones(tgt.shape[1], tgt.shape[1], dtype=torch.bool), 1)  # True = hidden
+            T = tgt.shape[1]
+            causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=tgt.device), 1)  # True = hidden
             out = self.transformer.decoder(self.embed(self.tgt_embed, tgt), memory, tgt_mask=causal,
                                            tgt_key_padding_mask=tgt == self.pad_id,
                                            memory_key_padding_mask=src == self.pad_id, tgt_is_causal=True)
