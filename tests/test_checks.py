@@ -102,3 +102,12 @@ def test_a_bad_thread_count_in_the_environment_is_named(monkeypatch, text):
     monkeypatch.setenv(ENV_VAR, text)
     with pytest.raises(ValueError, match=f"environment: {ENV_VAR} must be a positive int, got"):
         default_num_threads(1)
+
+
+@pytest.mark.parametrize("make", [lambda d: nn.Linear(2, 3, dtype=d), lambda d: nn.Embedding(4, 3, dtype=d),
+                                  lambda d: nn.LayerNorm(3, dtype=d)])
+def test_layers_take_none_as_the_default_float32_and_keep_float64(make):
+    assert all(p.data.dtype == np.float32 for p in make(None).parameters())
+    assert all(p.data.dtype == np.float64 for p in make(np.float64).parameters())
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        make(np.int64)

@@ -86,3 +86,12 @@ def one_of(op: str, name: str, value, choices):
 def activation(op: str, act) -> str:
     """act if it names one of ACTIVATIONS; the one check (and message) for activation names."""
     return one_of(op, "act", act, ACTIVATIONS)
+
+
+def float_dtype(op: str, dtype) -> np.dtype:
+    """The parameters' dtype: float32 for None (PyTorch's default dtype), else a NumPy floating
+    dtype; anything else is a TypeError naming the operation."""
+    resolved = np.dtype(np.float32 if dtype is None else dtype)
+    if resolved.kind != "f":
+        raise TypeError(f"{op}: dtype must be a floating dtype (float32 or float64), got {resolved}")
+    return resolved

@@ -84,7 +84,6 @@ class Transformer(Module):
         super().__init__()
         given = args[0] if len(args) == 1 and isinstance(args[0], TransformerConfig) else None
         self.config = c = TransformerConfig(*args, **kwargs) if given is None else replace(given, **kwargs)
-        dtype = np.float32 if dtype is None else dtype  # None: the default, as the layers below have it
         self.src_embed = Embeddings(c.src_vocab, c.d_model, padding_idx=c.pad_id, dtype=dtype)
         self.tgt_embed = Embeddings(c.tgt_vocab, c.d_model, padding_idx=c.pad_id, dtype=dtype)
         self.positional_encoding = PositionalEncoding(c.d_model, c.dropout, dtype=dtype)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor
+from tinygrad_lite.checks import float_dtype
 from tinygrad_lite.nn import Dropout, Module
 
 
@@ -32,7 +33,7 @@ class PositionalEncoding(Module):
         super().__init__()
         self.d_model = d_model
         self.dropout = Dropout(dropout)
-        self._table = sinusoidal_table(max_len, d_model, dtype)
+        self._table = sinusoidal_table(max_len, d_model, float_dtype("PositionalEncoding", dtype))
 
     def table(self, length: int) -> np.ndarray:
         """The first `length` rows, doubling the cached table when it is too short."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import is_int, positive_int
+from ..checks import float_dtype, is_int, positive_int
 from . import functional as F
 from . import init
 from .module import Module, Parameter
@@ -20,6 +20,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  dtype=np.float32):
         super().__init__()
+        dtype = float_dtype("Embedding", dtype)
         self.num_embeddings = positive_int("Embedding", "num_embeddings", num_embeddings)
         self.embedding_dim = positive_int("Embedding", "embedding_dim", embedding_dim)
         if padding_idx is not None:

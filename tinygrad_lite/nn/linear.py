@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..checks import positive_int
+from ..checks import float_dtype, positive_int
 from . import functional as F
 from . import init
 from .module import Module, Parameter
@@ -20,6 +20,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
         super().__init__()
+        dtype = float_dtype("Linear", dtype)
         self.in_features = positive_int("Linear", "in_features", in_features)
         self.out_features = positive_int("Linear", "out_features", out_features)
         bound = 1.0 / math.sqrt(self.in_features)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import number, positive_int
+from ..checks import float_dtype, number, positive_int
 from .module import Module, Parameter
 
 
@@ -15,6 +15,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  dtype=np.float32):
         super().__init__()
+        dtype = float_dtype("LayerNorm", dtype)
         shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
         if not shape:
             raise ValueError("LayerNorm: normalized_shape must name at least one dim, got ()")
