@@ -147,16 +147,19 @@ def test_two_ranks_give_one_process_parameters_on_the_same_global_batches(mpiexe
                  "--max-steps", steps)
     assert run.returncode == 0, run.stderr
     assert "data parallel: 2 ranks" in run.stdout and run.stdout.count("training on") == 1  # rank 0 prints
+    assert "Noam multiplier 1.41 (--lr 1, --lr-scaling sqrt)" in run.stdout
     state = load(tmp_path / "k2" / "checkpoint.safetensors")[1]["train"]
     assert (state["step"], state["batch_in_epoch"]) == (steps, 2 * steps)
     two_ranks = model_arrays(tmp_path / "k2")
 
-    one = one_process_run(state["train_config"], tmp_path / "k1", monkeypatch, batches=merged_pairs)
+    # one process, each step the two ranks' batches as one, at the lr the 2 ranks used (--lr x sqrt(2))
+    config = {**state["train_config"], "lr": state["train_config"]["lr"] * 2 ** 0.5, "lr_scaling": "none"}
+    one = one_process_run(config, tmp_path / "k1", monkeypatch, batches=merged_pairs)
     assert one.keys() == two_ranks.keys() and len(one) > 10
     for key in one:  # float32 sums in another order: equal to rounding
         if key.endswith("w_k.bias"):  # its exact gradient is 0 (softmax ignores a constant added to a row's
             continue                  # scores): both runs step on round-off, which Adam scales to full steps
         np.testing.assert_allclose(two_ranks[key], one[key], rtol=1e-5, atol=5e-7, err_msg=key)
     # the comparison can fail: one process on rank 0's batches alone ends elsewhere
-    alone = one_process_run(state["train_config"], tmp_path / "alone", monkeypatch, batches=lambda b: b[0::2])
+    alone = one_process_run(config, tmp_path / "alone", monkeypatch, batches=lambda b: b[0::2])
     assert max(np.abs(two_ranks[k] - alone[k]).max() for k in one) > 1e-3

@@ -268,6 +268,7 @@ def abort(code: int, reason: str = "failed") -> None:
         return
     print(f"rank {rank()} of {world_size()}: {reason}; stopping all {world_size()} ranks (MPI_Abort)",
           file=sys.stderr, flush=True)
+    time.sleep(0.5)  # MPI_Abort tears the launcher down at once: give it time to pass our stderr on
     _comm.Abort(code)
 
 

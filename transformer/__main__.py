@@ -106,6 +106,9 @@ def add_train_model_arguments(t) -> None:
 def add_train_recipe_arguments(t) -> None:
     """train: optimisation and batching."""
     t.add_argument("--lr", type=positive_float, default=None, help="multiplier of the Noam schedule")
+    t.add_argument("--lr-scaling", choices=["sqrt", "linear", "none"], default=None,
+                   help="under mpiexec -n K (K batches a step): multiply --lr by sqrt(K) (default, Adam's "
+                        "square-root rule), by K, or not at all")
     t.add_argument("--warmup", type=positive_int, default=None)
     t.add_argument("--max-tokens", type=positive_int, default=None,
                    help="target tokens per batch, per rank: under mpiexec -n K a step trains on K batches "
@@ -196,7 +199,7 @@ def train_overrides(args) -> dict:
     from .train import TrainConfig
     overrides = {k: getattr(args, k) for k in (
         "data", "dev", "test", "epochs", "minutes", "max_steps", "d_model", "heads", "layers", "d_ff", "dropout",
-        "lr", "warmup", "max_tokens", "label_smoothing", "save_every", "seed", "min_freq", "batch_by",
+        "lr", "lr_scaling", "warmup", "max_tokens", "label_smoothing", "save_every", "seed", "min_freq", "batch_by",
         "bucket_pool", "tie_embeddings", "clip", "eval_every", "average", "final_norm", "embed_init")
         if getattr(args, k) is not None}
     if overrides.get("dropout", 0) >= 1:
@@ -261,8 +264,10 @@ def print_training_header(trainer, ranks: int) -> None:
           f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
           f"{trainer.model.num_parameters():,} parameters")
     if ranks > 1:
-        print(f"data parallel: {ranks} ranks, each a batch of --max-tokens {cfg.max_tokens} a step "
-              f"({ranks} batches a step; the learning-rate schedule counts steps)")
+        from .train import scaled_lr
+        print(f"data parallel: {ranks} ranks, each a batch of --max-tokens {cfg.max_tokens} a step ({ranks} "
+              f"batches a step); Noam multiplier {scaled_lr(cfg, ranks):.3g} (--lr {cfg.lr:g}, --lr-scaling "
+              f"{cfg.lr_scaling})")
 
 
 def cmd_translate(args) -> int:

@@ -62,6 +62,7 @@ class TrainConfig:
     dropout: float = 0.1
     label_smoothing: float = 0.1
     lr: float = 1.0                  # multiplies the Noam schedule
+    lr_scaling: str = "sqrt"         # K ranks (K batches a step): lr x sqrt(K), "linear" x K, or "none"
     warmup: int = 400
     max_tokens: int = 3000           # tokens per batch, per rank: K ranks train on K batches a step
     clip: float = 1.0
@@ -177,6 +178,16 @@ def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:
     return model
 
 
+def scaled_lr(cfg: TrainConfig, ranks: int) -> float:
+    """The Noam multiplier for `ranks` data-parallel ranks, whose steps each see `ranks` batches: --lr
+    times sqrt(ranks) by default, Adam's square-root scaling rule (Malladi et al., 2022); the measurement
+    is in bench/README.md, "Distributed". One rank: --lr itself."""
+    factors = {"sqrt": math.sqrt(ranks), "linear": float(ranks), "none": 1.0}
+    if cfg.lr_scaling not in factors:
+        raise TranslatorError(f"train: lr_scaling must be one of {sorted(factors)}, got {cfg.lr_scaling!r}")
+    return cfg.lr * factors[cfg.lr_scaling]
+
+
 def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
     src, tgt = data.ids["train"]
     return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
@@ -263,7 +274,8 @@ class Trainer:
                                      self.data.max_src_len, complete_punctuation=bool(punctuated >= 0.95))
 
     def _make_optimizer(self):
-        self.optimizer = Adam(self.model.parameters(), lr=self.cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+        lr = scaled_lr(self.cfg, dist.world_size())  # data parallel: K batches a step, a larger step
+        self.optimizer = Adam(self.model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.scheduler = NoamLR(self.optimizer, d_model=self.cfg.d_model, warmup=self.cfg.warmup)
 
     def _resume(self):
@@ -289,6 +301,7 @@ class Trainer:
             self.optimizer.load_state_dict(unpack_arrays(meta["optimizer"], arrays, self.checkpoint_path))
         if "scheduler" in meta:
             self.scheduler.load_state_dict(unpack_arrays(meta["scheduler"], arrays, self.checkpoint_path))
+            self._continue_schedule_at(scaled_lr(self.cfg, dist.world_size()))
         state = meta.get("train", {})
         self.step, self.epoch = int(state.get("step", 0)), int(state.get("epoch", 0))
         self.batch_in_epoch = int(state.get("batch_in_epoch", 0))
@@ -297,6 +310,14 @@ class Trainer:
             set_rng_state(state["rng"])
         if not dist.is_main():  # data parallel: the checkpoint has rank 0's stream; the others draw new ones
             tl.manual_seed(dist.rank_seed(self.cfg.seed, self.step))
+
+    def _continue_schedule_at(self, lr: float):
+        """The schedule goes on from the saved step with this run's multiplier: another number of
+        ranks (data parallel) or a new --lr. The same multiplier changes nothing."""
+        if self.scheduler.base_lrs != [lr]:
+            self.scheduler.base_lrs = [lr]
+            self.scheduler.last_epoch -= 1
+            self.scheduler.step()  # the same step again: the lr the next optimizer step uses
 
     def save(self):
         if not dist.is_main():  # data parallel: rank 0 alone writes files
