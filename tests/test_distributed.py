@@ -3,6 +3,7 @@
 
 The mpiexec tests skip when mpi4py or mpiexec is missing (pip install -e ".[distributed]")."""
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -163,3 +164,12 @@ def test_two_ranks_give_one_process_parameters_on_the_same_global_batches(mpiexe
     # the comparison can fail: one process on rank 0's batches alone ends elsewhere
     alone = one_process_run(config, tmp_path / "alone", monkeypatch, batches=lambda b: b[0::2])
     assert max(np.abs(two_ranks[k] - alone[k]).max() for k in one) > 1e-3
+
+
+def test_the_benchmark_runs_one_and_two_ranks(mpiexec, tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "distributed.py"), "--quick", "--json",
+                          str(tmp_path / "d.jsonl")], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
+    assert row["ranks"] == 2 and row["tok_s_1"] > 0 and row["tok_s_2"] > 0 and row["allreduce_ms_per_step"] > 0
+    assert row["tensors"] > 10 and "Paper estimate" in run.stdout and "sent per rank a step" in run.stdout
