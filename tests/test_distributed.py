@@ -41,6 +41,18 @@ def test_one_process_is_rank_0_of_1_and_every_call_leaves_the_gradients_alone():
     dist.abort(1, "never")  # nothing to stop: returns
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda: dist.all_reduce_gradients([], weight=-1), "weight must be finite and >= 0, got -1.0"),
+    (lambda: dist.all_reduce_gradients([], extra=[float("nan")]), "extra must be a finite number, got nan"),
+    (lambda: dist.broadcast_parameters([], root=1), "broadcast_parameters: root must be a rank below 1, got 1"),
+    (lambda: dist.rank_seed(-1), "rank_seed: seed must be an int >= 0, got -1"),
+])
+def test_bad_arguments_are_named_even_in_one_process(call, message):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert message in str(info.value)
+
+
 def test_shared_file_in_one_process_is_the_file_itself(tmp_path):
     path = tmp_path / "x.bin"
     with dist.shared_file(str(path)) as local:

@@ -39,6 +39,8 @@ import time
 
 import numpy as np
 
+from .checks import int_at_least, number
+
 TIMEOUT_ENV = "TINYGRAD_LITE_DIST_TIMEOUT"
 DEFAULT_TIMEOUT = 1800.0
 # what the common launchers export to each process they start: MPICH/Intel MPI, Open MPI, MVAPICH
@@ -120,6 +122,7 @@ def rank_seed(seed: int, *salt: int) -> int:
     """This rank's seed for its own random stream (dropout): `seed` itself on rank 0, so one process
     and rank 0 draw exactly what they drew without MPI; on rank r > 0 a seed from
     SeedSequence([seed, r, *salt]), independent of every other rank's."""
+    seed = int_at_least("rank_seed", "seed", seed, 0)
     r = rank()
     if r == 0:
         return seed
@@ -135,7 +138,8 @@ def all_reduce_gradients(parameters, weight: float = 1.0, extra=(), flat: bool =
     needs no second collective. Returns (sum of weights, *sums of extra). A grad that is None on
     every rank stays None; None on some ranks counts as zeros there. One rank: grads untouched.
     """
-    head = [float(weight), *map(float, extra)]
+    weight = number("all_reduce_gradients", "weight", weight, low=0)
+    head = [weight, *(number("all_reduce_gradients", "extra", x) for x in extra)]
     if world_size() == 1:
         return tuple(head)
     params = list(parameters)
@@ -144,10 +148,16 @@ def all_reduce_gradients(parameters, weight: float = 1.0, extra=(), flat: bool =
         sums = _all_reduce_flat(params, weight, head)
     else:  # the plain version: one Allreduce per tensor
         sums = _all_reduce(np.array(head), "all_reduce_gradients")
+        _check_total(sums[0])
         for p, present in zip(params, sums[len(head) - len(params):]):
             if present:
                 p.grad = _all_reduce(_weighted(p, weight), "all_reduce_gradients") / p.data.dtype.type(sums[0])
     return tuple(float(s) for s in sums[: len(head) - len(params)])
+
+
+def _check_total(total: float) -> None:
+    if not total > 0:
+        raise ValueError(f"all_reduce_gradients: the weights of all ranks sum to {total}; expected > 0")
 
 
 def _weighted(p, weight) -> np.ndarray:
@@ -174,6 +184,7 @@ def _all_reduce_flat(params, weight, head) -> np.ndarray:
         _all_reduce(buffer, "all_reduce_gradients")
         if sums is None:
             sums = buffer[: len(head)].astype(np.float64)
+            _check_total(sums[0])
             present = dict(zip(map(id, params), sums[len(head) - len(params):]))
         buffer[start:] /= dtype.type(sums[0])
         for p, view in zip(group, views):
@@ -191,6 +202,9 @@ def _by_dtype(params) -> dict:
 
 def broadcast_parameters(parameters, root: int = 0) -> None:
     """Overwrite every parameter's values, in place, with rank `root`'s: the ranks start equal."""
+    root = int_at_least("broadcast_parameters", "root", root, 0)
+    if root >= world_size():
+        raise ValueError(f"broadcast_parameters: root must be a rank below {world_size()}, got {root}")
     if world_size() == 1:
         return
     for dtype, group in _by_dtype(list(parameters)).items():
