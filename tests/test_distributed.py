@@ -87,7 +87,7 @@ def test_mpiexec_without_mpi4py_is_a_clear_error_not_k_lone_runs():
 
 
 def test_a_bad_timeout_is_named():
-    code = "from tinygrad_lite import distributed as d; d._timeout(None)"
+    code = "from tinygrad_lite import distributed as d; d.init()"
     run = run_python(code, TINYGRAD_LITE_DIST_TIMEOUT="soon")
     assert "TINYGRAD_LITE_DIST_TIMEOUT must be a number of seconds, got 'soon'" in run.stderr
 

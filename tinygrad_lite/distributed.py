@@ -22,11 +22,12 @@ The plain all-reduce is one Allreduce per parameter (`flat=False`, the tests' or
 path packs every gradient into one flat buffer per dtype, so a step pays the link's latency once
 instead of once per tensor.
 
-One process (no mpiexec, or mpi4py not installed) is one rank: every function is then a no-op
-that touches nothing, and mpi4py is never imported. Under mpiexec, an error on one rank must stop
-the others (they would wait forever in their next collective): `abort` calls MPI_Abort, and a
-watchdog thread aborts a rank whose collective has not completed within the timeout
-(TINYGRAD_LITE_DIST_TIMEOUT seconds, default 1800, like PyTorch's).
+One process (not started by mpiexec, or by `mpiexec -n 1`) is one rank: every function is then a
+no-op that touches nothing, and mpi4py is never imported, so it need not be installed (under
+`mpiexec -n K` it must be: K lone runs writing the same files would be worse than an error).
+Under mpiexec, an error on one rank must stop the others (they would wait forever in their next
+collective): `abort` calls MPI_Abort, and a watchdog thread aborts a rank whose collective has not
+completed within the timeout (TINYGRAD_LITE_DIST_TIMEOUT seconds, default 1800, like PyTorch's).
 """
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def init(timeout: float | None = None) -> None:
     global _comm, _MPI, _initialized, _watchdog
     if _initialized:
         return
+    timeout = _timeout(timeout)
     size = launched_size()
     if size > 1:
         try:
@@ -80,7 +82,7 @@ def init(timeout: float | None = None) -> None:
                                f"{MPI.COMM_WORLD.Get_size()}: mpiexec and mpi4py's MPI library differ "
                                f"(use the mpiexec of the MPI that mpi4py was built with)")
         _MPI, _comm = MPI, MPI.COMM_WORLD
-        _watchdog = _Watchdog(_timeout(timeout))
+        _watchdog = _Watchdog(timeout)
     _initialized = True
 
 
