@@ -355,55 +355,14 @@ class Trainer:
         everything: training, the evaluations inside it, and the closing one (its time is kept in
         reserve), so the run ends with the best model on dev saved within it. Returns the final
         report (None on ranks other than 0)."""
-        from tqdm import tqdm
         cfg = self.cfg
-        K, rank = dist.world_size(), dist.rank()
         started = self.started = time.perf_counter()
         self.deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
         stop = False
         restore_sigint = _ctrl_c_between_steps()
         try:
             while (cfg.epochs is None or self.epoch < cfg.epochs) and not stop:
-                batches = epoch_batches(self.data, cfg, self.epoch)
-                if len(batches) < K:
-                    raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
-                                          f"ranks; lower --max-tokens or start fewer ranks")
-                total = "" if cfg.epochs is None else f"/{cfg.epochs}"
-                bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress or rank > 0,
-                           desc=f"epoch {self.epoch + 1}{total}", leave=False, dynamic_ncols=True)
-                tokens, t0, losses = 0, time.perf_counter(), []
-                while self.batch_in_epoch + K <= len(batches):  # data parallel: K batches a step, rank r's is the r-th
-                    value, n = self.train_step(batches[self.batch_in_epoch + rank])
-                    self.batch_in_epoch += K
-                    # data parallel: if any rank was interrupted or is out of time, all stop after this step
-                    interrupted, out_of_time = dist.any_rank(_CTRL_C_PRESSED, self.out_of_time())
-                    if interrupted:
-                        raise Interrupted
-                    losses.append(value)
-                    tokens += n
-                    bar.update(K)
-                    bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{tokens / (time.perf_counter() - t0):.0f}",
-                                    lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
-                    if cfg.save_every and self.step % cfg.save_every == 0:
-                        self.save()
-                    if (cfg.max_steps and self.step >= cfg.max_steps) or out_of_time:
-                        stop = True
-                        break
-                    mid_epoch = self.batch_in_epoch + K <= len(batches)
-                    if cfg.eval_every and self.step % cfg.eval_every == 0 and mid_epoch:
-                        speed = tokens / max(time.perf_counter() - t0, 1e-9)
-                        self.evaluate(losses, speed, len(batches))
-                        tokens, t0, losses = 0, time.perf_counter(), []
-                bar.close()
-                n_batches = len(batches)
-                if self.batch_in_epoch + K > n_batches:  # (data parallel: fewer than K batches left end the epoch)
-                    self.epoch += 1
-                    self.batch_in_epoch = 0
-                last = stop or (cfg.epochs is not None and self.epoch >= cfg.epochs)
-                if cfg.eval_every and not last:  # evaluated every N steps: an epoch's end only saves
-                    self.save()
-                    continue
-                self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), n_batches)
+                stop = self.run_epoch()
         except KeyboardInterrupt:
             self.save()
             print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
@@ -411,10 +370,55 @@ class Trainer:
             raise
         finally:
             restore_sigint()
-        if rank != 0:  # data parallel: rank 0 alone averages, tests and reports
+        if not dist.is_main():  # data parallel: rank 0 alone averages, tests and reports
             return None
         self.try_average()
         return self.final_report(time.perf_counter() - started)
+
+    def run_epoch(self) -> bool:
+        """The rest of the current epoch, with its evaluations; True when the run must stop."""
+        from tqdm import tqdm
+        cfg = self.cfg
+        K, rank = dist.world_size(), dist.rank()
+        batches = epoch_batches(self.data, cfg, self.epoch)
+        if len(batches) < K:
+            raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
+                                  f"ranks; lower --max-tokens or start fewer ranks")
+        total = "" if cfg.epochs is None else f"/{cfg.epochs}"
+        bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress or rank > 0,
+                   desc=f"epoch {self.epoch + 1}{total}", leave=False, dynamic_ncols=True)
+        tokens, t0, losses, stop = 0, time.perf_counter(), [], False
+        while self.batch_in_epoch + K <= len(batches):  # data parallel: K batches a step, rank r's is the r-th
+            value, n = self.train_step(batches[self.batch_in_epoch + rank])
+            self.batch_in_epoch += K
+            # data parallel: if any rank was interrupted or is out of time, all stop after this step
+            interrupted, out_of_time = dist.any_rank(_CTRL_C_PRESSED, self.out_of_time())
+            if interrupted:
+                raise Interrupted
+            losses.append(value)
+            tokens += n
+            bar.update(K)
+            bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{tokens / (time.perf_counter() - t0):.0f}",
+                            lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
+            if cfg.save_every and self.step % cfg.save_every == 0:
+                self.save()
+            if (cfg.max_steps and self.step >= cfg.max_steps) or out_of_time:
+                stop = True
+                break
+            mid_epoch = self.batch_in_epoch + K <= len(batches)
+            if cfg.eval_every and self.step % cfg.eval_every == 0 and mid_epoch:
+                self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
+                tokens, t0, losses = 0, time.perf_counter(), []
+        bar.close()
+        if self.batch_in_epoch + K > len(batches):  # (data parallel: fewer than K batches left end the epoch)
+            self.epoch += 1
+            self.batch_in_epoch = 0
+        last = stop or (cfg.epochs is not None and self.epoch >= cfg.epochs)
+        if cfg.eval_every and not last:  # evaluated every N steps: an epoch's end only saves
+            self.save()
+        else:
+            self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
+        return stop
 
     def out_of_time(self) -> bool:
         """Past the deadline once the closing evaluation (as long as the longest so far) counts."""
