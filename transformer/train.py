@@ -274,7 +274,7 @@ class Trainer:
                                      self.data.max_src_len, complete_punctuation=bool(punctuated >= 0.95))
 
     def _make_optimizer(self):
-        lr = scaled_lr(self.cfg, dist.world_size())  # data parallel: K batches a step, a larger step
+        lr = scaled_lr(self.cfg, dist.world_size())  # data parallel: K batches a step take a larger lr
         self.optimizer = Adam(self.model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.scheduler = NoamLR(self.optimizer, d_model=self.cfg.d_model, warmup=self.cfg.warmup)
 
