@@ -119,6 +119,47 @@ def test_beam_of_one_is_greedy_and_beam_never_scores_worse():
             assert normalised >= g_score[0] / len(g_tokens) - 1e-6
 
 
+def _exhaustive_best(model, src, bos, eos, max_len, alpha):
+    """The best hypothesis by log-prob / length**alpha over every token sequence up to max_len."""
+    from transformer.decoding import _encode, _step
+    src, mask, memory = _encode(model, src)
+    best, frontier = (-np.inf, None), [((bos,), 0.0)]
+    for _ in range(max_len):
+        grown = []
+        for prefix, score in frontier:
+            logp = _step(model, memory, mask, np.array([prefix]), None, False)[0]
+            for token, lp in enumerate(logp):
+                seq, total = prefix[1:] + (token,), score + float(lp)
+                if token == eos or len(seq) == max_len:
+                    best = max(best, (total / len(seq) ** alpha, seq))
+                if token != eos:
+                    grown.append((prefix + (token,), total))
+        frontier = grown
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_a_beam_that_keeps_every_prefix_finds_the_exhaustive_optimum(alpha):
+    tl.manual_seed(3)
+    model = Transformer(7, 6, d_model=16, h=2, N=1, d_ff=16, dropout=0.0)
+    model.eval()
+    src = np.array([[4, 5, 6, 4]])
+    score, seq = _exhaustive_best(model, src, 2, 3, 3, alpha)
+    tokens, _, normalised = beam_search(model, src, 2, 3, beam_size=6 ** 3, max_len=3, length_penalty=alpha)
+    assert tuple(int(t) for t in tokens) == seq and np.isclose(normalised, score, atol=1e-5)
+
+
+def test_batched_beam_search_gives_each_sentence_its_own_beam_search():
+    from transformer.decoding import beam_search_batch
+    model = tiny(tgt_vocab=11)
+    src = padded_batch(np.random.default_rng(5), 11, 6, 7, min_len=2)
+    batch = beam_search_batch(model, src, 2, 3, beam_size=3, max_len=8, length_penalty=0.6)
+    for row, (tokens, logp, normalised) in zip(src, batch):
+        alone = beam_search(model, row[row != 0], 2, 3, beam_size=3, max_len=8, length_penalty=0.6)
+        assert list(tokens) == list(alone[0])
+        np.testing.assert_allclose([logp, normalised], alone[1:], rtol=1e-4, atol=1e-4)
+
+
 def test_whole_model_gradcheck_float64():
     model = tiny(np.float64, d_model=8, h=2, N=1, d_ff=16, src_vocab=7, tgt_vocab=7)
     src = np.array([[3, 4, 5, 0], [1, 6, 2, 3]])

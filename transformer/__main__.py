@@ -146,7 +146,7 @@ def add_translate_parser(sub, common) -> None:
     tr = sub.add_parser("translate", parents=[common], help="translate sentences (arguments, or lines on stdin)")
     tr.add_argument("sentences", nargs="*")
     tr.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
-    tr.add_argument("--beam", type=int, default=1)
+    add_beam_arguments(tr)
     tr.add_argument("--sample", action="store_true", help="sample instead of greedy/beam")
     tr.add_argument("--temperature", type=finite_float, default=1.0)
     tr.add_argument("--seed", type=non_negative_int, default=None)
@@ -160,6 +160,14 @@ def add_eval_parser(sub, common) -> None:
     e.add_argument("--data", help="test file; default: the built-in test and novel splits")
     e.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
     e.add_argument("--out", help="write hypotheses here (default: next to the checkpoint)")
+    add_beam_arguments(e)
+
+
+def add_beam_arguments(parser) -> None:
+    """Beam search as in the paper (§6.1: beam size 4, length penalty α = 0.6)."""
+    parser.add_argument("--beam", type=int, default=4, help="beam size (default 4, the paper's; 1: greedy)")
+    parser.add_argument("--length-penalty", type=finite_float, default=0.6, metavar="ALPHA",
+                        help="rank finished hypotheses by log-prob / length^ALPHA (default 0.6, the paper's)")
 
 
 def build_explain_parser() -> argparse.ArgumentParser:
@@ -289,7 +297,8 @@ def cmd_translate(args) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             text = translator.translate(sentence, beam=args.beam, sample=args.sample,
-                                        temperature=args.temperature, seed=args.seed)
+                                        temperature=args.temperature, seed=args.seed,
+                                        length_penalty=args.length_penalty)
         for w in caught:
             print(f"warning: {w.message}", file=sys.stderr)
         print(text)
@@ -309,6 +318,8 @@ def cmd_eval(args) -> int:
     from .data import builtin_corpus, load_pairs
     from .train import evaluate_translations, report_bad_lines
     from .translator import Translator
+    if args.beam < 1:
+        raise CLIError(f"--beam must be >= 1, got {args.beam}")
     args.checkpoint = args.checkpoint or default_checkpoint()
     check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
     if args.data:
@@ -325,13 +336,14 @@ def cmd_eval(args) -> int:
         sets = {"test": corpus["test"], "novel": corpus["novel"]}
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.checkpoint)), "hypotheses")
     for name, pairs in sets.items():
-        r = evaluate_translations(translator, pairs)
+        r = evaluate_translations(translator, pairs, beam=args.beam, length_penalty=args.length_penalty)
         path = out if args.data and args.out else f"{out}.{name}.txt"
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(r["hypotheses"]) + "\n")
         label = "compositional generalisation (novel)" if name == "novel" else name
-        print(f"{label}: BLEU {r['bleu']:.2f}  chrF {r['chrf']:.2f}  exact match {100 * r['exact_match']:.2f}%  "
-              f"({r['n']} sentences) -> {path}")
+        decoding = f"beam {args.beam}, length penalty {args.length_penalty:g}" if args.beam > 1 else "greedy"
+        print(f"{label} ({decoding}): BLEU {r['bleu']:.2f}  chrF {r['chrf']:.2f}  "
+              f"exact match {100 * r['exact_match']:.2f}%  ({r['n']} sentences) -> {path}")
     return 0
 
 

@@ -130,70 +130,112 @@ def sample_decode(model, src, bos_id: int, eos_id: int, temperature: float = 1.0
         return _decode_loop(model, src, bos_id, eos_id, max_len, sample)[0]
 
 
-def _reorder_cache(cache: list, beams: np.ndarray):
+def _reorder_cache(cache: list, rows: np.ndarray):
+    """Keep the cached keys/values of `rows` (beam search's survivors, in their new order)."""
     for layer in cache:
-        self_kv = layer.get("self", {})
-        for key in ("k", "v"):
-            if key in self_kv:
-                self_kv[key] = self_kv[key][beams]
+        for part in ("self", "cross"):
+            kv = layer.get(part, {})
+            for key in ("k", "v"):
+                if key in kv:
+                    kv[key] = kv[key][rows]
+
+
+class _Hypotheses:
+    """One sentence's beam: its finished hypotheses and whether the search is over for it."""
+
+    def __init__(self, length_penalty: float):
+        self.length_penalty, self.finished, self.done = length_penalty, [], False
+
+    def norm(self, logp, length):
+        return logp / (length ** self.length_penalty)
+
+    def add(self, logp, tokens):
+        self.finished.append((self.norm(logp, len(tokens)), logp, tokens))
+
+    def best(self):
+        return max(self.finished, key=lambda f: f[0])
+
+
+def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int, beam_size: int, eos_id: int):
+    """One sentence's step: the best 2·beam extensions of its k alive rows (total: (k, V)
+    log-probs so far); <eos> ones finish, the best `beam_size` others live on.
+    Returns (alive rows, tokens, scores), empty once the sentence is done."""
+    V = total.shape[1]
+    flat_total = total.reshape(-1)
+    keep = ([], [], [])
+    for flat in np.argsort(-flat_total, kind="stable")[: 2 * beam_size]:
+        row, token = divmod(int(flat), V)
+        if token == eos_id:
+            hyp.add(flat_total[flat], np.append(prefix[row, 1:], token))
+        else:
+            for kept, value in zip(keep, (row, token, flat_total[flat])):
+                kept.append(value)
+        if len(keep[0]) == beam_size:
+            break
+    best_finished = max((f[0] for f in hyp.finished), default=-np.inf)
+    best_alive = max((hyp.norm(s, step + 1) for s in keep[2]), default=-np.inf)
+    if not keep[0] or (len(hyp.finished) >= beam_size and best_finished >= best_alive):
+        hyp.done = True
+        return [], [], []
+    return keep
 
 
 @no_grad()
-def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
-                length_penalty: float = 1.0):
-    """Beam search for one sentence (src: (S,) or (1, S)). Finished hypotheses are ranked
-    by log-prob / length**length_penalty (length normalisation, as GNMT/fairseq). The greedy
-    translation is always one of the candidates, so beam search never returns a hypothesis
-    that scores below greedy's (a narrow beam can otherwise prune greedy's path).
-    Returns (tokens, log-prob, normalised score) of the best hypothesis."""
+def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
+                      length_penalty: float = 1.0) -> list:
+    """Beam search for a batch of sentences (src: (B, S) padded, or (S,)), all beams decoded as
+    the rows of one batch. Finished hypotheses are ranked by log-prob / length**length_penalty
+    (length normalisation, as GNMT/fairseq; the paper uses beam 4 and penalty 0.6). The greedy
+    translation is always a candidate, so beam search never returns a hypothesis that scores
+    below greedy's (a narrow beam can otherwise prune greedy's path).
+    Returns, per sentence, (tokens, log-prob, normalised score) of its best hypothesis."""
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
     with _eval_mode(model):
         src, src_mask, memory = _encode(model, src)
-        if src.shape[0] != 1:
-            raise ValueError(f"beam_search: decodes one sentence at a time, got a batch of {src.shape[0]}")
-        prefix = np.full((1, 1), bos_id, dtype=np.int64)
-        scores = np.zeros(1)
+        B = src.shape[0]
+        hyps = [_Hypotheses(length_penalty) for _ in range(B)]
+        owner = np.arange(B)                                   # the sentence each alive row extends
+        prefix = np.full((B, 1), bos_id, dtype=np.int64)       # (rows, t): all alive rows
+        scores = np.zeros(B)
         cache = _new_cache(model)
-        finished = []  # (normalised score, log-prob, tokens)
-
-        def norm(logp, length):
-            return logp / (length ** length_penalty)
-
+        step_memory, step_mask = memory, src_mask
         for step in range(max_len):
-            k = prefix.shape[0]
-            logp = _step(model, memory.expand(k, *memory.shape[1:]) if k > 1 else memory,
-                         src_mask if k == 1 else np.broadcast_to(src_mask, (k,) + src_mask.shape[1:]),
-                         prefix, cache, True)
-            V = logp.shape[1]
-            total = (scores[:, None] + logp).reshape(-1)
-            order = np.argsort(-total, kind="stable")[: 2 * beam_size]
-            keep_beams, keep_tokens, keep_scores = [], [], []
-            for flat in order:
-                beam, token = divmod(int(flat), V)
-                if token == eos_id:
-                    finished.append((norm(total[flat], step + 1), total[flat],
-                                     np.append(prefix[beam, 1:], token)))
-                else:
-                    keep_beams.append(beam)
-                    keep_tokens.append(token)
-                    keep_scores.append(total[flat])
-                if len(keep_beams) == beam_size:
-                    break
-            best_finished = max((f[0] for f in finished), default=-np.inf)
-            best_alive = max((norm(s, step + 1) for s in keep_scores), default=-np.inf)
-            if not keep_beams or (len(finished) >= beam_size and best_finished >= best_alive):
+            logp = _step(model, step_memory, step_mask, prefix, cache, True)   # (rows, V)
+            total = scores[:, None] + logp
+            rows, tokens, new_scores = [], [], []
+            for i in np.unique(owner):
+                mine = np.flatnonzero(owner == i)
+                r, t, sc = _advance(hyps[i], total[mine], prefix[mine], step, beam_size, eos_id)
+                rows += [mine[j] for j in r]
+                tokens += t
+                new_scores += sc
+            if not rows:
                 break
-            beams = np.array(keep_beams)
-            _reorder_cache(cache, beams)
-            prefix = np.concatenate([prefix[beams], np.array(keep_tokens)[:, None]], axis=1)
-            scores = np.array(keep_scores)
+            rows = np.array(rows)
+            _reorder_cache(cache, rows)
+            owner, scores = owner[rows], np.array(new_scores)
+            prefix = np.concatenate([prefix[rows], np.array(tokens)[:, None]], axis=1)
+            step_memory, step_mask = memory[owner], src_mask[owner]
         else:
-            for b in range(prefix.shape[0]):
-                finished.append((norm(scores[b], prefix.shape[1] - 1), scores[b], prefix[b, 1:]))
+            for row, i in enumerate(owner):
+                hyps[i].finished.append((hyps[i].norm(scores[row], prefix.shape[1] - 1), scores[row],
+                                         prefix[row, 1:]))
         greedy, greedy_score = greedy_decode(model, src, bos_id, eos_id, max_len)
-        row = [int(t) for t in greedy[0]]
-        tokens = np.array(row[:row.index(eos_id) + 1] if eos_id in row else row)
-        finished.append((norm(greedy_score[0], len(tokens)), greedy_score[0], tokens))
-        best = max(finished, key=lambda f: f[0])
-        return best[2], float(best[1]), float(best[0])
+        results = []
+        for i, hyp in enumerate(hyps):
+            row = [int(t) for t in greedy[i]]
+            hyp.add(greedy_score[i], np.array(row[:row.index(eos_id) + 1] if eos_id in row else row))
+            norm_score, logp, tokens = hyp.best()
+            results.append((tokens, float(logp), float(norm_score)))
+        return results
+
+
+def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
+                length_penalty: float = 1.0):
+    """Beam search for one sentence (src: (S,) or (1, S)); see `beam_search_batch`.
+    Returns (tokens, log-prob, normalised score) of the best hypothesis."""
+    src = np.asarray(src.data if isinstance(src, Tensor) else src)
+    if src.ndim == 2 and src.shape[0] != 1:
+        raise ValueError(f"beam_search: decodes one sentence at a time, got a batch of {src.shape[0]}")
+    return beam_search_batch(model, src, bos_id, eos_id, beam_size, max_len, length_penalty)[0]

@@ -18,7 +18,6 @@ import json
 import math
 import os
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -223,16 +222,10 @@ def exact_match(hypotheses, references) -> float:
 
 def evaluate_translations(translator: Translator, pairs, beam: int = 1,
                           length_penalty: float = 0.6) -> dict:
-    """BLEU, chrF (sacrebleu) and exact match of greedy (batched) or beam-search translations.
+    """BLEU, chrF (sacrebleu) and exact match of greedy or beam-search translations (batched).
     BLEU of the normal form equals sacrebleu's 13a, lowercased, on detokenized text here."""
     import sacrebleu
-    if beam > 1:
-        with warnings.catch_warnings():  # unknown characters: the per-sentence warning is for users
-            warnings.simplefilter("ignore")
-            hyps = [translator.translate(zh, beam=beam, length_penalty=length_penalty)
-                    for zh, _ in pairs]
-    else:
-        hyps = translator.translate_batch([zh for zh, _ in pairs])
+    hyps = translator.translate_batch([zh for zh, _ in pairs], beam=beam, length_penalty=length_penalty)
     refs = [normalize_english(en, translator.lowercase) for _, en in pairs]
     hyps_norm = [normalize_english(h, translator.lowercase) for h in hyps]
     return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none", force=True).score,

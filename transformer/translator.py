@@ -16,7 +16,7 @@ from tinygrad_lite import no_grad
 from tinygrad_lite.checkpoint import load, pack_arrays, save
 
 from .data import Vocab, detokenize_en, tokenize_en, tokenize_zh
-from .decoding import beam_search, greedy_decode, sample_decode
+from .decoding import beam_search, beam_search_batch, greedy_decode, sample_decode
 from .model import Transformer, TransformerConfig
 
 FORMAT = "tinygrad_lite.translator/1"
@@ -145,19 +145,29 @@ class Translator:
             out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)))[0][0]
         return self.target_text(out)
 
-    def translate_batch(self, sentences, batch_size: int = 128) -> list[str]:
-        """Greedy translations of many sentences, batched by similar length."""
+    def translate_batch(self, sentences, batch_size: int = 128, beam: int = 1,
+                        length_penalty: float = 0.6) -> list[str]:
+        """Translations of many sentences, batched by similar length: greedy, or beam search of
+        width `beam` (all beams of a batch decoded together)."""
+        if not isinstance(beam, (int, np.integer)) or beam < 1:
+            raise TranslatorError(f"translate: beam must be an int >= 1, got {beam!r}")
         ids = [self.source_ids(s, warn=False) for s in sentences]
         order = np.argsort([len(i) for i in ids], kind="stable")
         results = [None] * len(ids)
         v = self.tgt_vocab
+        if beam > 1:
+            batch_size = max(1, batch_size // beam)
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             width = max(len(ids[i]) for i in chunk)
             src = np.full((len(chunk), width), self.model.config.pad_id, dtype=np.int64)
             for row, i in enumerate(chunk):
                 src[row, :len(ids[i])] = ids[i]
-            out, _ = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(width))
+            if beam > 1:
+                out = [tokens for tokens, _, _ in beam_search_batch(self.model, src, v.bos_id, v.eos_id, beam,
+                                                                    self._max_len(width), length_penalty)]
+            else:
+                out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(width))[0]
             for row, i in enumerate(chunk):
                 results[i] = self.target_text(out[row])
         return results
