@@ -16,6 +16,9 @@ import threading
 
 import numpy as np
 
+from . import fast
+from .fast import TRICKS
+
 _ENV_ANOMALY = os.environ.get("TINYGRAD_LITE_DETECT_ANOMALY", "") not in ("", "0", "false")
 
 
@@ -84,17 +87,9 @@ class _ModuleScope:
         return False
 
 
-def scopes_recorded() -> bool:
-    """Whether Module calls should push themselves on the scope stack: only while a graph is
-    recorded (the renderer groups its nodes by module) or anomaly mode wants module paths for
-    its messages. Under no_grad, Module.__call__ skips the scope altogether."""
-    state = _state
-    return state.grad_enabled or state.anomaly
-
-
 def module_scope(module):
-    """Context manager: `module` joins the scope stack while its forward runs. Module.__call__
-    enters it only when scopes_recorded()."""
+    """Context manager: `module` joins the scope stack while its forward runs (Module.__call__
+    enters it)."""
     return _ModuleScope(module)
 
 
@@ -242,20 +237,15 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                     check_finite(node, f"gradient for input {i}", pg)
                 key = id(parent)
                 grads[key] = pg if key not in grads else grads[key] + pg
-            parent_grads = pg = None  # drop these references, so _exclusively_ours sees only others'
+            parent_grads = pg = None  # drop these references, so fast.leaf_grad sees only others'
             if not retain_graph:
                 node._backward = None
         else:
             g = g.astype(node.data.dtype, copy=False)
-            if node.grad is None:
-                node.grad = g if _exclusively_ours(g) else g.copy()
-            else:
+            if node.grad is not None:
                 node.grad = node.grad + g
+            elif TRICKS.adopt_leaf_grads:
+                node.grad = fast.leaf_grad(g)
+            else:
+                node.grad = g.copy()  # the leaf's own array: an optimizer may change it in place
 
-
-def _exclusively_ours(array: np.ndarray) -> bool:
-    """True when `array` owns its memory and nothing but the caller's one variable refers to it,
-    so a leaf can take it as its .grad without a defensive copy: no other tensor's gradient, no
-    closure and no user variable can see later in-place changes (e.g. clip_grad_norm_'s g *= c).
-    References counted: the caller's variable, this argument, getrefcount's own argument."""
-    return array.base is None and array.flags.writeable and sys.getrefcount(array) <= 3

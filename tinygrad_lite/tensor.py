@@ -10,19 +10,20 @@ Every op is defined once, its forward and backward side by side:
 the gradient of the output to one gradient per input. Binary ops broadcast as
 NumPy does and reduce each gradient back to its input's shape (`unbroadcast`).
 matmul, softmax, log_softmax and layer_norm run through `tinygrad_lite.kernels`
-(Numba JIT with NumPy twins).
+(Numba JIT with NumPy twins). What runs here is the plain version of each op; a speed trick
+(tinygrad_lite/fast.py) takes over only behind one visible branch, `if TRICKS.<name>:`.
 """
 from __future__ import annotations
 
 import inspect
 import math
 from collections import namedtuple
-from operator import attrgetter
 
 import numpy as np
 
-from . import autograd
+from . import autograd, fast
 from . import kernels as K
+from .fast import TRICKS
 from .kernels.backend import unbroadcast
 from .random import rng
 
@@ -32,7 +33,7 @@ MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
 
 def _broadcast_shape(op: str, *shapes) -> tuple:
-    if len(shapes) == 2 and shapes[0] == shapes[1]:
+    if TRICKS.equal_shapes and fast.equal_shapes(shapes):
         return tuple(shapes[0])
     try:
         return np.broadcast_shapes(*shapes)
@@ -234,10 +235,20 @@ class Tensor:
 
     # ------------------------------------------------------------ attributes
 
-    # attrgetter: read without a Python call frame
-    shape = property(attrgetter("data.shape"), doc="The shape as a tuple of ints (torch: torch.Size).")
-    dtype = property(attrgetter("data.dtype"), doc="The NumPy dtype of the data, e.g. np.float32.")
-    ndim = property(attrgetter("data.ndim"), doc="The number of dims, like torch's .ndim.")
+    @property
+    def shape(self) -> tuple:
+        """The shape as a tuple of ints (torch: torch.Size)."""
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype of the data, e.g. np.float32."""
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        """The number of dims, like torch's .ndim."""
+        return self.data.ndim
 
     @property
     def T(self):
@@ -378,20 +389,12 @@ class Tensor:
 
     # ------------------------------------------------------------ arithmetic
 
-    def _scalar(self, other):
-        """Without autograd: `other` as a scalar of this float tensor's dtype, else None (then the
-        general path runs, which keeps the number as a constant input that graph views show)."""
-        if type(other) in (float, int) and not _GRAD_STATE.grad_enabled and self.data.dtype in FLOAT_DTYPES:
-            return self.data.dtype.type(other)
-        return None
-
     @_public_signature
     def add(self, other, _reflected=False):
         """Returns self + other elementwise, broadcasting; other may be a Tensor, a number or an
         ndarray, like torch.add."""
-        c = self._scalar(other)
-        if c is not None:
-            return self._make(self.data + c, "add", (self,), None)
+        if TRICKS.scalar_operand and fast.is_scalar_operand(self, other):
+            return self._make(self.data + self.data.dtype.type(other), "add", (self,), None)
         a, b = self._binary_inputs(other, "add", _reflected)
         return a._make(a.data + b.data, "add", (a, b),
                        lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape)))
@@ -406,9 +409,8 @@ class Tensor:
     @_public_signature
     def mul(self, other, _reflected=False):
         """Returns self * other elementwise, broadcasting, like torch.mul."""
-        c = self._scalar(other)
-        if c is not None:
-            return self._make(self.data * c, "mul", (self,), None)
+        if TRICKS.scalar_operand and fast.is_scalar_operand(self, other):
+            return self._make(self.data * self.data.dtype.type(other), "mul", (self,), None)
         a, b = self._binary_inputs(other, "mul", _reflected)
         return a._make(a.data * b.data, "mul", (a, b),
                        lambda g: (unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
@@ -1003,14 +1005,7 @@ class Tensor:
             return self * 0.0
         keep = dropout_keep_mask(self.shape, p)
         scale = self.dtype.type(1.0 / (1.0 - p)) if self.dtype in FLOAT_DTYPES else 1.0 / (1.0 - p)
-        out = self.data * scale  # scale first, then the bool mask in place: faster than x * mask
-        out *= keep
-
-        def backward(g):
-            dx = g * scale
-            dx *= keep
-            return (dx,)
-        return self._make(out, "dropout", (self,), backward)
+        return self._make(self.data * keep * scale, "dropout", (self,), lambda g: (g * keep * scale,))
 
     def layer_norm(self, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
         """LayerNorm over the trailing `normalized_shape` dims, biased variance (as PyTorch)."""
@@ -1057,8 +1052,6 @@ class Tensor:
 def _shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    if all(type(n) is int for n in shape):
-        return tuple(shape)
     for n in shape:
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
             raise TypeError(f"shape entries must be ints, got {shape}")
@@ -1116,18 +1109,10 @@ def _mask_array(op, mask, shape, d):
 
 def dropout_keep_mask(shape, p: float) -> np.ndarray:
     """A boolean array of `shape`, each entry True (kept) with probability 1 - p, drawn from the
-    engine's rng (so manual_seed makes dropout repeatable). Raw random bits are compared with a
-    threshold instead of drawing floats (about 4x faster): 16 bits per entry when they give p and
-    1 - p to within 1e-4 of themselves (p = 0.1 becomes 0.100006), else 32 bits."""
-    count = math.prod(shape)
-    for bits, dtype in ((16, np.uint16), (32, np.uint32)):
-        threshold = min(round(p * 2.0 ** bits), 2 ** bits - 1)
-        if abs(threshold - p * 2.0 ** bits) <= 1e-4 * min(p, 1 - p) * 2.0 ** bits:
-            break
-    per_draw = 64 // bits
-    raw = rng().bit_generator.random_raw(-(-count // per_draw))
-    draws = raw.view(dtype)[:count].reshape(shape)
-    return draws >= dtype(threshold)
+    engine's rng (so manual_seed makes dropout repeatable)."""
+    if TRICKS.dropout_bits:
+        return fast.keep_mask_from_bits(shape, p)
+    return rng().random(shape) >= p
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

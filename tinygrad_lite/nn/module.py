@@ -6,10 +6,9 @@ renderer and anomaly mode use to build paths like `encoder.layers.0.self_attn`),
 (`register_buffer`) into `_buffers`. Everything else — `parameters()`, `state_dict()`,
 `train()` — walks that tree.
 
-Unlike PyTorch, each registered member is also kept in the instance `__dict__`, so reading
-`self.w_q` in a forward is a plain attribute read instead of a failed lookup followed by
-`__getattr__` (about a microsecond per read, paid ~50 times per decoded token). Every write
-goes through `_put`/`_forget`, which keep the two in step.
+Every write goes through `_put`/`_forget`; reads of registered members go through `__getattr__`,
+as in PyTorch. (One speed trick, `members_in_dict` in tinygrad_lite/fast.py, also keeps each
+member in the instance `__dict__`, in `_put`.)
 """
 from __future__ import annotations
 
@@ -17,7 +16,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .. import autograd
+from .. import autograd, fast
+from ..fast import TRICKS
 from ..tensor import FLOAT_DTYPES, Tensor
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -98,10 +98,12 @@ class Module:
             object.__setattr__(self, name, value)
 
     def _put(self, what: str, name: str, value):
-        """Store a member in its registry (keeping its place there) and in __dict__."""
+        """Store a member in its registry, keeping its place there."""
         d = self.__dict__
         d[what][name] = value
-        d[name] = value
+        d.pop(name, None)  # reads find it through __getattr__ (and see no copy left by the trick below)
+        if TRICKS.members_in_dict:
+            fast.mirror_member(d, name, value)
 
     def _forget(self, name: str):
         d = self.__dict__
@@ -175,9 +177,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward(); subclasses define it")
 
     def __call__(self, *args, **kwargs):
-        """Runs forward(*args, **kwargs); while a graph is recorded, this module becomes the scope
-        of the ops it makes (graph drawings and anomaly messages name it)."""
-        if not autograd.scopes_recorded():  # inference: no graph to group, so no scope to keep
+        """Runs forward(*args, **kwargs) with this module as the scope of the ops it makes (graph
+        drawings and anomaly messages name it)."""
+        if TRICKS.skip_scope and fast.scope_not_needed():
             return self.forward(*args, **kwargs)
         with autograd.module_scope(self):
             return self.forward(*args, **kwargs)

@@ -1,0 +1,245 @@
+"""Every speed trick of tinygrad_lite/fast.py against its plain twin: values and gradients agree,
+the switches work, and each trick really fires (so a test of it can fail)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinygrad_lite as tl
+from tinygrad_lite import Tensor, fast, nn
+from tinygrad_lite.nn import functional as F
+from tinygrad_lite.tensor import dropout_keep_mask
+from transformer import Transformer
+from transformer.decoding import greedy_decode
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def tricks_restored():
+    """Every test starts and ends with the switches as the process set them."""
+    before = repr(fast.TRICKS)
+    yield
+    assert repr(fast.TRICKS) == before
+
+
+def both(fn, *names):
+    """fn() with the named tricks (all if none) on, then off: (on result, off result)."""
+    with fast.tricks_on(*names):
+        on = fn()
+    with fast.tricks_off(*names):
+        off = fn()
+    return on, off
+
+
+def assert_same(on, off):
+    assert len(on) == len(off)
+    for a, b in zip(on, off):
+        assert a is not None and b is not None
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- the switches
+def test_switches_nest_restore_and_reject_unknown_names():
+    with fast.tricks_off():
+        assert not any(getattr(fast.TRICKS, n) for n in fast.NAMES)
+        with fast.tricks_on("dropout_bits"):
+            assert fast.TRICKS.dropout_bits and not fast.TRICKS.adopt_leaf_grads
+        assert not fast.TRICKS.dropout_bits
+    with pytest.raises(ValueError, match=r"unknown trick\(s\) \['flash'\]"):
+        with fast.tricks_off("flash"):
+            pass
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("off", False), ("1", True), ("", True)])
+def test_the_environment_variable_sets_every_switch(value, on):
+    code = "from tinygrad_lite import fast; print(repr(fast.TRICKS))"
+    env = {**os.environ, fast.ENV_VAR: value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout
+    assert out.count(f"={on}") == len(fast.NAMES)
+
+
+# ---------------------------------------------------------------- a whole model, every trick at once
+def transformer_step(dtype=np.float64):
+    """Loss, logits and every gradient of one training step of a small Transformer (dropout off,
+    so the tricks must not change a single bit)."""
+    tl.manual_seed(0)
+    model = Transformer(src_vocab=11, tgt_vocab=13, d_model=16, h=2, N=2, d_ff=32, dropout=0.0, dtype=dtype)
+    rng = np.random.default_rng(1)
+    src, tgt = rng.integers(1, 11, size=(3, 6)), rng.integers(1, 13, size=(3, 5))
+    src[0, 4:] = 0
+    logits = model(src, tgt[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, 13), tgt[:, 1:].reshape(-1), ignore_index=0, label_smoothing=0.1)
+    (loss * 2.0 + 1.0).backward()
+    return [loss.data, logits.data] + [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_training_step_is_bit_identical_with_every_trick_off(dtype):
+    assert_same(*both(lambda: transformer_step(dtype)))
+
+
+def test_greedy_decoding_is_identical_with_every_trick_off():
+    def decode():
+        tl.manual_seed(0)
+        model = Transformer(src_vocab=11, tgt_vocab=13, d_model=16, h=2, N=2, d_ff=32, dropout=0.0).eval()
+        src = np.random.default_rng(2).integers(1, 11, size=(2, 7))
+        tokens, scores = greedy_decode(model, src, 1, 2, max_len=8)
+        with tl.no_grad():
+            scaled = model.src_embed(src) * 3.0 + 1  # the scalar-operand path, under no_grad
+        return [tokens, scores, scaled.data]
+    assert_same(*both(decode))
+
+
+# ---------------------------------------------------------------- dropout_bits
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.3, 1e-6])
+@pytest.mark.parametrize("on", [True, False])
+def test_both_dropout_masks_keep_one_minus_p(p, on):
+    with (fast.tricks_on if on else fast.tricks_off)("dropout_bits"):
+        tl.manual_seed(0)
+        n = 400_000
+        kept = dropout_keep_mask((n,), p).mean()
+    sigma = np.sqrt(p * (1 - p) / n)
+    assert abs((1 - kept) - p) < 6 * sigma + 1e-4 * min(p, 1 - p)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_dropout_applies_the_mask_it_draws_to_values_and_gradients(on):
+    """dropout(x) = x · keep / (1 - p), and the gradient is g · keep / (1 - p), with `keep` what
+    the (fast or plain) mask generator draws from the same seed."""
+    x = Tensor(np.random.default_rng(3).standard_normal((4, 50)), requires_grad=True)
+    g = np.random.default_rng(4).standard_normal((4, 50))
+    with (fast.tricks_on if on else fast.tricks_off)("dropout_bits"):
+        tl.manual_seed(5)
+        keep = dropout_keep_mask(x.shape, 0.3)
+        tl.manual_seed(5)
+        out = x.dropout(0.3)
+    out.backward(g)
+    scale = 1 / (1 - 0.3)
+    np.testing.assert_array_equal(out.data, x.data * scale * keep)
+    np.testing.assert_array_equal(x.grad, g * scale * keep)
+    assert 0 < keep.mean() < 1
+
+
+def test_the_fast_mask_is_drawn_from_bits_not_floats():
+    with fast.tricks_on("dropout_bits"):
+        tl.manual_seed(6)
+        fast_mask = dropout_keep_mask((1000,), 0.5)
+    with fast.tricks_off("dropout_bits"):
+        tl.manual_seed(6)
+        plain_mask = dropout_keep_mask((1000,), 0.5)
+    tl.manual_seed(6)
+    assert np.array_equal(plain_mask, tl.random.rng().random(1000) >= 0.5)
+    assert not np.array_equal(fast_mask, plain_mask)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_fused_attention_draws_what_the_unfused_dropout_draws_either_way(on):
+    rng = np.random.default_rng(7)
+    q, k, v = (Tensor(rng.standard_normal((2, 3, 2, 4))) for _ in range(3))
+    with (fast.tricks_on if on else fast.tricks_off)("dropout_bits"):
+        tl.manual_seed(8)
+        fused = F.fused_attention(q, k, v, dropout_p=0.4, training=True)
+        tl.manual_seed(8)
+        qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+        weights = (qh @ kh.transpose(-2, -1)).softmax(-1, scale=0.5).dropout(0.4)
+        plain = (weights @ vh).transpose(1, 2)
+    np.testing.assert_allclose(fused.data, plain.data, rtol=1e-12, atol=1e-14)
+
+
+# ---------------------------------------------------------------- adopt_leaf_grads
+def test_leaf_grad_copies_what_another_name_or_array_can_see():
+    held = np.ones(3)
+    other_name = held
+    assert fast.leaf_grad(held) is not held and other_name is held
+    view = np.ones(4)[:3]
+    assert fast.leaf_grad(view).base is None
+    alone = np.ones(3)
+    assert fast.leaf_grad(alone) is alone  # only the caller's own variable refers to it
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_fresh_gradient_is_adopted_only_with_the_trick_on(on):
+    made = []
+
+    def backward(g):
+        fresh = g * 2
+        made.append(id(fresh))  # the id, not the array: a list entry would be a second reference
+        return (fresh,)
+    x = Tensor(np.ones(3), requires_grad=True)
+    with (fast.tricks_on if on else fast.tricks_off)("adopt_leaf_grads"):
+        x._make(x.data * 2, "double", (x,), backward).backward(np.ones(3))
+    np.testing.assert_array_equal(x.grad, np.full(3, 2.0))
+    assert (id(x.grad) == made[0]) is on  # a copy is made while the original lives: another id
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_leaf_gradients_never_share_memory_either_way(on):
+    with (fast.tricks_on if on else fast.tricks_off)("adopt_leaf_grads"):
+        a = Tensor(np.ones(3), requires_grad=True)
+        b = Tensor(np.ones(3), requires_grad=True)
+        (a + b).backward(np.ones(3))  # add hands the same array to both inputs
+        user = np.full(3, 2.0)
+        c = Tensor(np.ones(3), requires_grad=True)
+        (c * 1.0).backward(user)
+    assert not np.shares_memory(a.grad, b.grad) and not np.shares_memory(c.grad, user)
+    a.grad *= 2
+    c.grad += 1
+    np.testing.assert_array_equal(b.grad, np.ones(3))
+    np.testing.assert_array_equal(user, np.full(3, 2.0))
+
+
+# ---------------------------------------------------------------- members_in_dict
+def rearranged_module():
+    """A module changed in every way a member can change; returns it and what reads see."""
+    holder = nn.Module()
+    holder.extra = nn.Linear(2, 2)
+    holder.extra = None
+    holder.register_buffer("pe", np.zeros(2, np.float32))
+    holder.pe = np.ones(2, np.float32)
+    holder.seq = block = nn.Sequential(nn.Linear(2, 2), nn.LayerNorm(2))
+    block[1].weight = nn.Parameter(np.full(2, 3.0, np.float32))
+    del block[1].bias
+    block[0] = nn.Tanh()
+    block.insert(0, nn.ReLU())
+    del block[2]
+    reads = [holder.extra, type(block[0]).__name__, type(block[1]).__name__, holder.pe.data, getattr(block, "0")]
+    return block, reads
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_attribute_reads_follow_registration_changes_either_way(on):
+    with (fast.tricks_on if on else fast.tricks_off)("members_in_dict"):
+        block, (extra, first, second, pe, zeroth) = rearranged_module()
+        norm = nn.LayerNorm(2)
+    assert extra is None and (first, second) == ("ReLU", "Tanh") and zeroth is block._modules["0"]
+    np.testing.assert_array_equal(pe, np.ones(2))
+    assert not hasattr(block, "2")
+    assert ("weight" in vars(norm)) is on  # the trick fires (or not): reads skip __getattr__
+    assert norm.weight is norm._parameters["weight"]
+
+
+def test_a_module_built_with_the_trick_on_stays_right_when_changed_with_it_off():
+    lin = nn.Linear(2, 2)
+    with fast.tricks_off("members_in_dict"):
+        lin.weight = None  # a registry write with the trick off must not leave a stale copy
+        seq = nn.Sequential(nn.ReLU())
+    assert lin.weight is None and "weight" not in vars(lin)
+    seq[0] = nn.Tanh()  # and a module built with it off, changed with it on
+    assert type(seq[0]) is nn.Tanh and type(getattr(seq, "0")) is nn.Tanh
+
+
+# ---------------------------------------------------------------- the benchmark still runs
+def test_the_speed_tricks_benchmark_runs(tmp_path):
+    out = tmp_path / "tricks.jsonl"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "speed_tricks.py"), "--quick", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import json
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["trick"] for r in rows} == set(fast.NAMES) | {"all", "none"}
+    assert all(r["same"] and r["ms_on"] > 0 and r["ms_off"] > 0 for r in rows)

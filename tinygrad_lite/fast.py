@@ -1,0 +1,159 @@
+"""Speed tricks, in one place. Each is a faster twin of a plain version that stays in the engine's
+own files; there ONE visible branch, `if TRICKS.<name>:`, picks the twin, so a reader meets the
+plain version first, and the plain version is the trick's test oracle (tests/test_fast_paths.py
+runs both and compares values and gradients).
+
+A trick stays only while it pays. The measurement quoted with each one comes from
+`python3 bench/speed_tricks.py`, which times the trick on against off in one process
+(bench/README.md, "Speed tricks"). To run the plain versions:
+
+    with fast.tricks_off():                   # every trick; or tricks_off("dropout_bits")
+        ...
+    TINYGRAD_LITE_FAST=0 python3 -m pytest    # the whole process, from its start
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+
+import numpy as np
+
+from . import autograd  # partly initialised while autograd imports fast: used at call time only
+from .random import rng
+
+NAMES = ("dropout_bits", "adopt_leaf_grads", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand")
+ENV_VAR = "TINYGRAD_LITE_FAST"
+
+
+class Tricks:
+    """One on/off switch per trick (all on unless TINYGRAD_LITE_FAST=0). The engine reads them on
+    every call; `members_in_dict` only when a Module registers a member."""
+
+    __slots__ = NAMES
+
+    def __init__(self, on: bool):
+        for name in NAMES:
+            setattr(self, name, on)
+
+    def __repr__(self):
+        return "Tricks(" + ", ".join(f"{n}={getattr(self, n)}" for n in NAMES) + ")"
+
+
+TRICKS = Tricks(os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "off", "no"))
+
+
+def tricks_off(*names: str):
+    """Context manager: the plain versions of the named tricks (all of them if none is named) run
+    inside the block."""
+    return _switched(False, names)
+
+
+def tricks_on(*names: str):
+    """Context manager: the named tricks (all if none is named) run inside the block."""
+    return _switched(True, names)
+
+
+@contextlib.contextmanager
+def _switched(on: bool, names):
+    unknown = sorted(set(names) - set(NAMES))
+    if unknown:
+        raise ValueError(f"fast: unknown trick(s) {unknown}; the tricks are {list(NAMES)}")
+    names = names or NAMES
+    before = {n: getattr(TRICKS, n) for n in names}
+    for n in names:
+        setattr(TRICKS, n, on)
+    try:
+        yield TRICKS
+    finally:
+        for n, value in before.items():
+            setattr(TRICKS, n, value)
+
+
+# Each trick below: its switch's name, then on its docstring's first line why it pays, measured
+# with bench/speed_tricks.py (off/on: time with the trick off over time with it on, the median of
+# 2-6 runs, 1 thread; bench/README.md, "Speed tricks", 2026-12-01), then where its plain version
+# sits. Dropped because they no longer paid (same section): attrgetter properties, an all-int
+# shortcut in shape arguments, dropout's scale-then-mask order.
+
+# ---------------------------------------------------------------- dropout_bits
+
+def keep_mask_from_bits(shape, p: float) -> np.ndarray:
+    """Why: training 6% faster (train small off/on 1.06): raw bits cost ~1/3 of drawing floats.
+
+    Raw random bits are compared with a threshold instead of drawing floats: 16 bits per entry
+    when they give p and 1 - p to within 1e-4 of themselves (p = 0.1 becomes 0.100006), else 32.
+    Plain version: tensor.dropout_keep_mask, `rng().random(shape) >= p`."""
+    count = math.prod(shape)
+    for bits, dtype in ((16, np.uint16), (32, np.uint32)):
+        threshold = min(round(p * 2.0 ** bits), 2 ** bits - 1)
+        if abs(threshold - p * 2.0 ** bits) <= 1e-4 * min(p, 1 - p) * 2.0 ** bits:
+            break
+    per_draw = 64 // bits
+    raw = rng().bit_generator.random_raw(-(-count // per_draw))
+    draws = raw.view(dtype)[:count].reshape(shape)
+    return draws >= dtype(threshold)
+
+
+# ---------------------------------------------------------------- adopt_leaf_grads
+
+def leaf_grad(g: np.ndarray) -> np.ndarray:
+    """Why: no copy of each parameter's gradient a step (train base-short off/on 1.04, small 1.02).
+
+    A leaf's first gradient is `g` itself when g owns its memory and only the caller's one
+    variable refers to it, else a copy; so no other tensor's gradient, no closure and no user
+    variable can see a later in-place change (e.g. clip_grad_norm_'s g *= c). References counted:
+    the caller's variable, this argument, getrefcount's own (CPython's counting: the tests of
+    tests/test_fast_paths.py fail if a shared array is ever adopted). Plain version:
+    autograd.run_backward, `g.copy()`."""
+    if g.base is None and g.flags.writeable and sys.getrefcount(g) <= 3:
+        return g
+    return g.copy()
+
+
+# ---------------------------------------------------------------- members_in_dict
+
+def mirror_member(module_dict: dict, name: str, value) -> None:
+    """Why: greedy decoding 21% faster (decode small b1 off/on 1.21): ~50 member reads per token.
+
+    A Module keeps each registered Parameter, submodule and buffer in its instance __dict__ as
+    well as in its registry, so reading `self.w_q` in a forward is a plain attribute read instead
+    of a failed lookup and then Module.__getattr__. Plain version: nn.module.Module._put, the
+    registry alone."""
+    module_dict[name] = value
+
+
+# ---------------------------------------------------------------- equal_shapes
+
+def equal_shapes(shapes) -> bool:
+    """Why: greedy decoding 5% faster (decode small b1 off/on 1.05): 196 of its 229 broadcasts.
+
+    Two equal shapes broadcast to themselves: no call to np.broadcast_shapes (~2 us each).
+    Plain version: tensor._broadcast_shape."""
+    return len(shapes) == 2 and shapes[0] == shapes[1]
+
+
+# ---------------------------------------------------------------- skip_scope
+
+def scope_not_needed() -> bool:
+    """Why: greedy decoding 6% faster (decode small b1 off/on 1.06): ~1,700 module calls a decode.
+
+    A Module call pushes itself on the module-scope stack only while a graph is recorded (graph
+    drawings group nodes by it) or anomaly mode names module paths; under no_grad it skips the
+    context manager. Plain version: nn.module.Module.__call__, always in scope."""
+    state = autograd._state
+    return not (state.grad_enabled or state.anomaly)
+
+
+# ---------------------------------------------------------------- scalar_operand
+
+def is_scalar_operand(t, other) -> bool:
+    """Why: greedy decoding 2% faster (decode small b1 off/on 1.02): the embedding's x·sqrt(d_model).
+
+    The one trick at the threshold: kept because dropping it lowers the decoding benchmark. Without
+    autograd, `tensor + c` and `tensor * c` for a Python number c and a float tensor take c as a
+    NumPy scalar of the tensor's dtype instead of wrapping it in a Tensor and broadcasting (with
+    autograd the plain path runs: it keeps c as a constant input that graph views show). Plain
+    version: Tensor.add and Tensor.mul."""
+    return type(other) in (float, int) and not autograd._state.grad_enabled and t.data.dtype.kind == "f"
