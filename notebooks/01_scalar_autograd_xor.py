@@ -181,11 +181,11 @@ for name, model in (("one neuron", single), ("MLP 2-4-1 (tanh)", hidden)):
 # four paths. Labels name the parameters by layer and neuron.
 
 # %%
-for l, layer in enumerate(hidden.layers):
+for depth, layer in enumerate(hidden.layers):
     for j, unit in enumerate(layer.neurons):
         for i, w in enumerate(unit.w):
-            w.label = f"L{l}.n{j}.w{i}"
-        unit.b.label = f"L{l}.n{j}.b"
+            w.label = f"L{depth}.n{j}.w{i}"
+        unit.b.label = f"L{depth}.n{j}.b"
 loss = xor_loss(hidden)
 loss.label = "loss"
 hidden.zero_grad()
