@@ -47,7 +47,7 @@ def test_switches_nest_restore_and_reject_unknown_names():
     with fast.tricks_off():
         assert not any(getattr(fast.TRICKS, n) for n in fast.NAMES)
         with fast.tricks_on("dropout_bits"):
-            assert fast.TRICKS.dropout_bits and not fast.TRICKS.adopt_leaf_grads
+            assert fast.TRICKS.dropout_bits and not fast.TRICKS.members_in_dict
         assert not fast.TRICKS.dropout_bits
     with pytest.raises(ValueError, match=r"unknown trick\(s\) \['flash'\]"):
         with fast.tricks_off("flash"):
@@ -149,48 +149,6 @@ def test_fused_attention_draws_what_the_unfused_dropout_draws_either_way(on):
         weights = (qh @ kh.transpose(-2, -1)).softmax(-1, scale=0.5).dropout(0.4)
         plain = (weights @ vh).transpose(1, 2)
     np.testing.assert_allclose(fused.data, plain.data, rtol=1e-12, atol=1e-14)
-
-
-# ---------------------------------------------------------------- adopt_leaf_grads
-def test_leaf_grad_copies_what_another_name_or_array_can_see():
-    held = np.ones(3)
-    other_name = held
-    assert fast.leaf_grad(held) is not held and other_name is held
-    view = np.ones(4)[:3]
-    assert fast.leaf_grad(view).base is None
-    alone = np.ones(3)
-    assert fast.leaf_grad(alone) is alone  # only the caller's own variable refers to it
-
-
-@pytest.mark.parametrize("on", [True, False])
-def test_a_fresh_gradient_is_adopted_only_with_the_trick_on(on):
-    made = []
-
-    def backward(g):
-        fresh = g * 2
-        made.append(id(fresh))  # the id, not the array: a list entry would be a second reference
-        return (fresh,)
-    x = Tensor(np.ones(3), requires_grad=True)
-    with (fast.tricks_on if on else fast.tricks_off)("adopt_leaf_grads"):
-        x._make(x.data * 2, "double", (x,), backward).backward(np.ones(3))
-    np.testing.assert_array_equal(x.grad, np.full(3, 2.0))
-    assert (id(x.grad) == made[0]) is on  # a copy is made while the original lives: another id
-
-
-@pytest.mark.parametrize("on", [True, False])
-def test_leaf_gradients_never_share_memory_either_way(on):
-    with (fast.tricks_on if on else fast.tricks_off)("adopt_leaf_grads"):
-        a = Tensor(np.ones(3), requires_grad=True)
-        b = Tensor(np.ones(3), requires_grad=True)
-        (a + b).backward(np.ones(3))  # add hands the same array to both inputs
-        user = np.full(3, 2.0)
-        c = Tensor(np.ones(3), requires_grad=True)
-        (c * 1.0).backward(user)
-    assert not np.shares_memory(a.grad, b.grad) and not np.shares_memory(c.grad, user)
-    a.grad *= 2
-    c.grad += 1
-    np.testing.assert_array_equal(b.grad, np.ones(3))
-    np.testing.assert_array_equal(user, np.full(3, 2.0))
 
 
 # ---------------------------------------------------------------- members_in_dict

@@ -16,9 +16,6 @@ import threading
 
 import numpy as np
 
-from . import fast
-from .fast import TRICKS
-
 _ENV_ANOMALY = os.environ.get("TINYGRAD_LITE_DETECT_ANOMALY", "") not in ("", "0", "false")
 
 
@@ -237,15 +234,10 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                     check_finite(node, f"gradient for input {i}", pg)
                 key = id(parent)
                 grads[key] = pg if key not in grads else grads[key] + pg
-            parent_grads = pg = None  # drop these references, so fast.leaf_grad sees only others'
             if not retain_graph:
                 node._backward = None
         else:
             g = g.astype(node.data.dtype, copy=False)
-            if node.grad is not None:
-                node.grad = node.grad + g
-            elif TRICKS.adopt_leaf_grads:
-                node.grad = fast.leaf_grad(g)
-            else:
-                node.grad = g.copy()  # the leaf's own array: an optimizer may change it in place
+            # a copy: the leaf's gradient is its own array, which an optimizer may change in place
+            node.grad = g.copy() if node.grad is None else node.grad + g
 

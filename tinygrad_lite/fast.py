@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 
 import numpy as np
 
-from . import autograd  # partly initialised while autograd imports fast: used at call time only
+from .autograd import _state as _autograd_state  # per-thread grad mode and anomaly flags
 from .random import rng
 
-NAMES = ("dropout_bits", "adopt_leaf_grads", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand")
+NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -74,8 +73,9 @@ def _switched(on: bool, names):
 # Each trick below: its switch's name, then on its docstring's first line why it pays, measured
 # with bench/speed_tricks.py (off/on: time with the trick off over time with it on, the median of
 # 2-6 runs, 1 thread; bench/README.md, "Speed tricks", 2026-12-01), then where its plain version
-# sits. Dropped because they no longer paid (same section): attrgetter properties, an all-int
-# shortcut in shape arguments, dropout's scale-then-mask order.
+# sits. Dropped because they no longer paid (same section): leaves adopting a gradient nothing
+# else refers to (a sys.getrefcount shortcut), attrgetter properties, an all-int shortcut in shape
+# arguments, dropout's scale-then-mask order.
 
 # ---------------------------------------------------------------- dropout_bits
 
@@ -94,22 +94,6 @@ def keep_mask_from_bits(shape, p: float) -> np.ndarray:
     raw = rng().bit_generator.random_raw(-(-count // per_draw))
     draws = raw.view(dtype)[:count].reshape(shape)
     return draws >= dtype(threshold)
-
-
-# ---------------------------------------------------------------- adopt_leaf_grads
-
-def leaf_grad(g: np.ndarray) -> np.ndarray:
-    """Why: no copy of each parameter's gradient a step (train base-short off/on 1.04, small 1.02).
-
-    A leaf's first gradient is `g` itself when g owns its memory and only the caller's one
-    variable refers to it, else a copy; so no other tensor's gradient, no closure and no user
-    variable can see a later in-place change (e.g. clip_grad_norm_'s g *= c). References counted:
-    the caller's variable, this argument, getrefcount's own (CPython's counting: the tests of
-    tests/test_fast_paths.py fail if a shared array is ever adopted). Plain version:
-    autograd.run_backward, `g.copy()`."""
-    if g.base is None and g.flags.writeable and sys.getrefcount(g) <= 3:
-        return g
-    return g.copy()
 
 
 # ---------------------------------------------------------------- members_in_dict
@@ -142,7 +126,7 @@ def scope_not_needed() -> bool:
     A Module call pushes itself on the module-scope stack only while a graph is recorded (graph
     drawings group nodes by it) or anomaly mode names module paths; under no_grad it skips the
     context manager. Plain version: nn.module.Module.__call__, always in scope."""
-    state = autograd._state
+    state = _autograd_state
     return not (state.grad_enabled or state.anomaly)
 
 
@@ -156,4 +140,4 @@ def is_scalar_operand(t, other) -> bool:
     NumPy scalar of the tensor's dtype instead of wrapping it in a Tensor and broadcasting (with
     autograd the plain path runs: it keeps c as a constant input that graph views show). Plain
     version: Tensor.add and Tensor.mul."""
-    return type(other) in (float, int) and not autograd._state.grad_enabled and t.data.dtype.kind == "f"
+    return type(other) in (float, int) and not _autograd_state.grad_enabled and t.data.dtype.kind == "f"
