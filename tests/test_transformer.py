@@ -120,7 +120,7 @@ def test_beam_of_one_is_greedy_and_beam_never_scores_worse():
 
 
 def _exhaustive_best(model, src, bos, eos, max_len, alpha):
-    """The best hypothesis by log-prob / length**alpha over every token sequence up to max_len."""
+    """The best non-empty hypothesis by log-prob / length**alpha over every sequence up to max_len."""
     from transformer.decoding import _encode, _step
     src, mask, memory = _encode(model, src)
     best, frontier = (-np.inf, None), [((bos,), 0.0)]
@@ -130,7 +130,7 @@ def _exhaustive_best(model, src, bos, eos, max_len, alpha):
             logp = _step(model, memory, mask, np.array([prefix]), None, False)[0]
             for token, lp in enumerate(logp):
                 seq, total = prefix[1:] + (token,), score + float(lp)
-                if token == eos or len(seq) == max_len:
+                if (token == eos and len(seq) > 1) or len(seq) == max_len:  # never the empty translation
                     best = max(best, (total / len(seq) ** alpha, seq))
                 if token != eos:
                     grown.append((prefix + (token,), total))

@@ -166,7 +166,8 @@ def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int,
     for flat in np.argsort(-flat_total, kind="stable")[: 2 * beam_size]:
         row, token = divmod(int(flat), V)
         if token == eos_id:
-            hyp.add(flat_total[flat], np.append(prefix[row, 1:], token))
+            if step > 0:  # an empty translation never finishes a beam
+                hyp.add(flat_total[flat], np.append(prefix[row, 1:], token))
         else:
             for kept, value in zip(keep, (row, token, flat_total[flat])):
                 kept.append(value)
@@ -185,7 +186,8 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
                       length_penalty: float = 1.0) -> list:
     """Beam search for a batch of sentences (src: (B, S) padded, or (S,)), all beams decoded as
     the rows of one batch. Finished hypotheses are ranked by log-prob / length**length_penalty
-    (length normalisation, as GNMT/fairseq; the paper uses beam 4 and penalty 0.6). The greedy
+    (length normalisation, as GNMT/fairseq; the paper uses beam 4 and penalty 0.6); <eos> as the
+    first token (an empty translation) is never a beam's hypothesis. The greedy
     translation is always a candidate, so beam search never returns a hypothesis that scores
     below greedy's (a narrow beam can otherwise prune greedy's path).
     Returns, per sentence, (tokens, log-prob, normalised score) of its best hypothesis."""
