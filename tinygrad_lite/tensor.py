@@ -32,16 +32,6 @@ _GRAD_STATE = autograd._state  # per-thread grad mode, scope and anomaly flags, 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
 
-def _broadcast_shape(op: str, *shapes) -> tuple:
-    if TRICKS.equal_shapes and fast.equal_shapes(shapes):
-        return tuple(shapes[0])
-    try:
-        return np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
-                         "cannot be broadcast together (NumPy broadcasting rules)") from None
-
-
 def _norm_dim(op: str, dim: int, ndim: int) -> int:
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
@@ -1048,6 +1038,16 @@ class Tensor:
 
 
 # ---------------------------------------------------------------- helpers
+
+def _broadcast_shape(op: str, *shapes) -> tuple:
+    if TRICKS.equal_shapes and fast.equal_shapes(shapes):
+        return tuple(shapes[0])
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
+                         "cannot be broadcast together (NumPy broadcasting rules)") from None
+
 
 def _shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
