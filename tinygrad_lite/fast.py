@@ -72,7 +72,7 @@ def _switched(on: bool, names):
 
 # Each trick below: its switch's name, then on its docstring's first line why it pays, measured
 # with bench/speed_tricks.py (off/on: time with the trick off over time with it on, the median of
-# 2-6 runs, 1 thread; bench/README.md, "Speed tricks", 2026-12-01), then where its plain version
+# 5-7 runs, 1 thread; bench/README.md, "Speed tricks", 2026-12-01), then where its plain version
 # sits. Dropped because they no longer paid (same section): leaves adopting a gradient nothing
 # else refers to (a sys.getrefcount shortcut), attrgetter properties, an all-int shortcut in shape
 # arguments, dropout's scale-then-mask order.
