@@ -27,7 +27,7 @@ def atomic_write(path, durable: bool = True, *, op: str = "atomic_write", suffix
     try:
         yield temp
         if durable:
-            _fsync(temp, os.O_RDONLY)
+            _fsync(temp)
         os.chmod(temp, _default_file_mode())
         os.replace(temp, path)
     except BaseException:
@@ -36,7 +36,7 @@ def atomic_write(path, durable: bool = True, *, op: str = "atomic_write", suffix
         raise
     if durable:
         with contextlib.suppress(OSError):  # some platforms cannot open a directory; the rename holds
-            _fsync(path.parent, os.O_RDONLY)
+            _fsync(path.parent)
 
 
 def _temp_file(op: str, path: Path, suffix: str, make_parents: bool) -> Path:
@@ -51,8 +51,8 @@ def _temp_file(op: str, path: Path, suffix: str, make_parents: bool) -> Path:
     return Path(name)
 
 
-def _fsync(path: Path, flags: int) -> None:
-    handle = os.open(path, flags)
+def _fsync(path: Path) -> None:
+    handle = os.open(path, os.O_RDONLY)
     try:
         os.fsync(handle)
     finally:

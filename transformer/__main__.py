@@ -170,6 +170,11 @@ def add_beam_arguments(parser) -> None:
                         help="rank finished hypotheses by log-prob / length^ALPHA (default 0.6, the paper's)")
 
 
+def check_beam_arguments(args) -> None:
+    if args.beam < 1:
+        raise CLIError(f"--beam must be >= 1, got {args.beam}")
+
+
 def build_explain_parser() -> argparse.ArgumentParser:
     """The walkthrough's own flags (transformer.walkthrough), checked here so a typo is one line."""
     p = OneLineParser(prog="python -m transformer explain",
@@ -280,8 +285,7 @@ def print_training_header(trainer, ranks: int) -> None:
 
 def cmd_translate(args) -> int:
     from .translator import Translator
-    if args.beam < 1:
-        raise CLIError(f"--beam must be >= 1, got {args.beam}")
+    check_beam_arguments(args)
     if not args.temperature > 0:
         raise CLIError(f"--temperature must be > 0, got {args.temperature}")
     args.checkpoint = args.checkpoint or default_checkpoint()
@@ -318,8 +322,7 @@ def cmd_eval(args) -> int:
     from .data import builtin_corpus, load_pairs
     from .train import evaluate_translations, report_bad_lines
     from .translator import Translator
-    if args.beam < 1:
-        raise CLIError(f"--beam must be >= 1, got {args.beam}")
+    check_beam_arguments(args)
     args.checkpoint = args.checkpoint or default_checkpoint()
     check_input_file(args.checkpoint, "checkpoint", CHECKPOINT_HINT)
     if args.data:

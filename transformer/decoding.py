@@ -141,10 +141,10 @@ def _reorder_cache(cache: list, rows: np.ndarray):
 
 
 class _Hypotheses:
-    """One sentence's beam: its finished hypotheses and whether the search is over for it."""
+    """One sentence's finished hypotheses, ranked by log-prob / length**length_penalty."""
 
     def __init__(self, length_penalty: float):
-        self.length_penalty, self.finished, self.done = length_penalty, [], False
+        self.length_penalty, self.finished = length_penalty, []
 
     def norm(self, logp, length):
         return logp / (length ** self.length_penalty)
@@ -176,7 +176,6 @@ def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int,
     best_finished = max((f[0] for f in hyp.finished), default=-np.inf)
     best_alive = max((hyp.norm(s, step + 1) for s in keep[2]), default=-np.inf)
     if not keep[0] or (len(hyp.finished) >= beam_size and best_finished >= best_alive):
-        hyp.done = True
         return [], [], []
     return keep
 
@@ -221,8 +220,7 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
             step_memory, step_mask = memory[owner], src_mask[owner]
         else:
             for row, i in enumerate(owner):
-                hyps[i].finished.append((hyps[i].norm(scores[row], prefix.shape[1] - 1), scores[row],
-                                         prefix[row, 1:]))
+                hyps[i].add(scores[row], prefix[row, 1:])
         greedy, greedy_score = greedy_decode(model, src, bos_id, eos_id, max_len)
         results = []
         for i, hyp in enumerate(hyps):

@@ -40,6 +40,11 @@ def _check_config_fits(config: TransformerConfig, arrays: dict) -> None:
                          f"only {held:,}")
 
 
+def _check_beam(beam) -> None:
+    if not isinstance(beam, (int, np.integer)) or beam < 1:
+        raise TranslatorError(f"translate: beam must be an int >= 1, got {beam!r}")
+
+
 class Translator:
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool = True,
                  max_train_len: int | None = None, complete_punctuation: bool = False):
@@ -130,8 +135,7 @@ class Translator:
     # ------------------------------------------------------------ translation
     def translate(self, sentence: str, beam: int = 1, sample: bool = False, temperature: float = 1.0,
                   seed: int | None = None, length_penalty: float = 1.0) -> str:
-        if not isinstance(beam, (int, np.integer)) or beam < 1:
-            raise TranslatorError(f"translate: beam must be an int >= 1, got {beam!r}")
+        _check_beam(beam)
         if not temperature > 0:
             raise TranslatorError(f"translate: temperature must be > 0, got {temperature!r}")
         src = self.source_ids(sentence)
@@ -146,11 +150,10 @@ class Translator:
         return self.target_text(out)
 
     def translate_batch(self, sentences, batch_size: int = 128, beam: int = 1,
-                        length_penalty: float = 0.6) -> list[str]:
+                        length_penalty: float = 1.0) -> list[str]:
         """Translations of many sentences, batched by similar length: greedy, or beam search of
         width `beam` (all beams of a batch decoded together)."""
-        if not isinstance(beam, (int, np.integer)) or beam < 1:
-            raise TranslatorError(f"translate: beam must be an int >= 1, got {beam!r}")
+        _check_beam(beam)
         ids = [self.source_ids(s, warn=False) for s in sentences]
         order = np.argsort([len(i) for i in ids], kind="stable")
         results = [None] * len(ids)
