@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from tinygrad_lite import Tensor
-from tinygrad_lite.checks import positive_int
+from tinygrad_lite.checks import positive_int, probability
 from tinygrad_lite.nn import Embedding, Linear, Module
 
 from .decoder import Decoder
@@ -45,8 +45,7 @@ class TransformerConfig:
         if self.d_model % self.h:
             raise ValueError(f"Transformer: d_model ({self.d_model}) must be divisible by h ({self.h}); "
                              f"d_k = d_model / h")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"Transformer: dropout must be in [0, 1), got {self.dropout}")
+        self.dropout = probability("Transformer", "dropout", self.dropout, allow_one=False)
 
     def to_dict(self) -> dict:
         return asdict(self)
