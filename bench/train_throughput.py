@@ -15,6 +15,12 @@ Timing runs both sides in ONE process, alternating them repeat by repeat (so bot
 machine load), and reports the median time per step. "tok/s" counts target tokens (non-pad
 positions of the decoder's output) per second; "ours/torch" > 1 means we are faster.
 
+FLOPs: each step's matrix products (`step_products`: the linear layers, the generator and the
+attention blocks, forward plus the two backward products of each, 3x the forward) are counted
+and also run alone on OpenBLAS (NumPy's matmul, float32, same shapes) as a third side of the same
+alternation: the matmul-only time is the step's BLAS-bound limit. The tables give each engine's
+achieved GFLOP/s and the share of that limit it reaches (100% = nothing but the products).
+
 Peak memory is measured in a fresh subprocess per side, so neither library's arrays or import
 cost leak into the other's number: "peak RSS" is the process's resident high-water mark while
 training (Linux VmHWM, reset after the warm-up steps so Numba compilation is not counted) and
@@ -239,6 +245,69 @@ def check_same_loss(ours, theirs, batch: TokenBatch) -> tuple[float, float]:
     return a, b
 
 
+# --------------------------------------------------------------------------------- FLOPs
+
+@dataclass(frozen=True)
+class Product:
+    """`count` matrix products (batch, m, k) @ (batch, k, n) of one training step; batch 1 for
+    a linear layer's (rows, in) @ (in, out)."""
+    batch: int
+    m: int
+    k: int
+    n: int
+    count: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.k * self.n * self.count
+
+
+def step_products(cfg: BenchConfig) -> list:
+    """The matrix products of one training step, forward and backward, both engines alike.
+
+    Forward: per encoder layer q, k, v, o (d_model²) and the FFN (d_model·d_ff twice) on B·S rows;
+    per decoder layer the same on B·T rows plus cross-attention (k, v on the B·S memory rows);
+    the generator (d_model·vocab); per attention Q·Kᵀ and weights·V on B·h (T_q, T_k) blocks.
+    Backward: each product C = A·B gives dA = dC·Bᵀ and dB = Aᵀ·dC, the same FLOPs twice (the
+    first layer's input gradient included: the embeddings train), so a step is 3x the forward."""
+    rows_s, rows_t = cfg.batch * cfg.tokens, cfg.batch * cfg.tokens
+    d, f, n_layers, bh, dk = cfg.d_model, cfg.d_ff, cfg.N, cfg.batch * cfg.h, cfg.d_model // cfg.h
+    s, t = cfg.tokens, cfg.tokens
+    forward = [Product(1, rows_s, d, d, 4 * n_layers), Product(1, rows_s, d, f, n_layers),
+               Product(1, rows_s, f, d, n_layers),
+               Product(1, rows_t, d, d, 6 * n_layers), Product(1, rows_s, d, d, 2 * n_layers),
+               Product(1, rows_t, d, f, n_layers), Product(1, rows_t, f, d, n_layers),
+               Product(1, rows_t, d, cfg.vocab, 1),
+               Product(bh, s, dk, s, n_layers), Product(bh, s, s, dk, n_layers),      # encoder self
+               Product(bh, t, dk, t, n_layers), Product(bh, t, t, dk, n_layers),      # decoder self
+               Product(bh, t, dk, s, n_layers), Product(bh, t, s, dk, n_layers)]      # cross
+    backward = []
+    for p in forward:  # dA = dC (m, n) · Bᵀ (n, k); dB = Aᵀ (k, m) · dC (m, n)
+        backward += [Product(p.batch, p.m, p.n, p.k, p.count), Product(p.batch, p.k, p.m, p.n, p.count)]
+    return forward + backward
+
+
+def step_flops(cfg: BenchConfig) -> int:
+    return sum(p.flops for p in step_products(cfg))
+
+
+def blas_step(cfg: BenchConfig, dtype=np.float32):
+    """A function that runs every product of one step once (OpenBLAS through NumPy's matmul,
+    float32, on random operands made here): the matmul-only time of a step, its BLAS-bound limit."""
+    rng = np.random.default_rng(0)
+    operands = []
+    for p in step_products(cfg):
+        a = rng.standard_normal((p.batch, p.m, p.k)).astype(dtype)[0 if p.batch == 1 else slice(None)]
+        b = rng.standard_normal((p.batch, p.k, p.n)).astype(dtype)[0 if p.batch == 1 else slice(None)]
+        operands.append((a, b, np.empty(a.shape[:-1] + b.shape[-1:], dtype), p.count))
+
+    def run(_batch=None):
+        for a, b, out, count in operands:
+            for _ in range(count):
+                np.matmul(a, b, out=out)
+    return run
+
+
 # --------------------------------------------------------------------------------- timing
 
 def alternate(runners: dict, batches: list, steps: int, repeats: int, warmup: int = 2) -> dict:
@@ -377,9 +446,11 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
     ours, theirs = OursTrainer(ours_model), TorchTrainer(theirs_model)
     batches = random_batches(cfg, 4)
     loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
-    samples = alternate({"ours": ours.step, "torch": theirs.step}, batches, cfg.steps, cfg.repeats)
+    samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg)}, batches, cfg.steps,
+                        cfg.repeats)
     tokens_per_step = float(np.mean([b.target_tokens for b in batches]))
-    t_ours, t_torch = median(samples["ours"]), median(samples["torch"])
+    t_ours, t_torch, t_blas = median(samples["ours"]), median(samples["torch"]), median(samples["blas"])
+    flops = step_flops(cfg)
     row = {
         "config": cfg.name, "threads": threads,
         "model": f"d_model {cfg.d_model}, h {cfg.h}, N {cfg.N}+{cfg.N}, d_ff {cfg.d_ff}, vocab {cfg.vocab}",
@@ -390,6 +461,10 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
         "spread_ours_pct": 100 * (max(samples["ours"]) - min(samples["ours"])) / t_ours,
         "spread_torch_pct": 100 * (max(samples["torch"]) - min(samples["torch"])) / t_torch,
         "initial_loss_ours": loss_ours, "initial_loss_torch": loss_torch,
+        "matmul_gflop_per_step": flops / 1e9, "ms_per_step_blas": 1e3 * t_blas,
+        "gflop_s_ours": flops / t_ours / 1e9, "gflop_s_torch": flops / t_torch / 1e9,
+        "gflop_s_blas": flops / t_blas / 1e9,
+        "blas_bound_share_ours": t_blas / t_ours, "blas_bound_share_torch": t_blas / t_torch,
         "steps_per_sample": cfg.steps, "repeats": cfg.repeats,
     }
     if with_memory:
@@ -409,6 +484,13 @@ def print_table(rows: list) -> None:
              r["ms_per_step_ours"], r["ms_per_step_torch"], r.get("peak_rss_mb_ours", "-"),
              r.get("peak_rss_mb_torch", "-"), r.get("train_delta_mb_ours", "-"),
              r.get("train_delta_mb_torch", "-")] for r in rows]
+    print(markdown(header, body))
+    print()
+    header = ["config", "threads", "matmul GFLOP/step", "BLAS-bound ms/step", "BLAS GFLOP/s", "ours GFLOP/s",
+              "torch GFLOP/s", "ours % of bound", "torch % of bound"]
+    body = [[r["config"], r["threads"], r["matmul_gflop_per_step"], r["ms_per_step_blas"], r["gflop_s_blas"],
+             r["gflop_s_ours"], r["gflop_s_torch"], 100 * r["blas_bound_share_ours"],
+             100 * r["blas_bound_share_torch"]] for r in rows]
     print(markdown(header, body))
 
 
@@ -447,7 +529,9 @@ def main(argv=None):
             rows.append(row)
             print(f"  {cfg.name}: ours {row['tok_s_ours']:.0f} tok/s, torch {row['tok_s_torch']:.0f} tok/s, "
                   f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "
-                  f"{row['initial_loss_torch']:.4f})", flush=True)
+                  f"{row['initial_loss_torch']:.4f}); {row['gflop_s_ours']:.1f} vs {row['gflop_s_torch']:.1f} "
+                  f"GFLOP/s, {100 * row['blas_bound_share_ours']:.0f}% vs {100 * row['blas_bound_share_torch']:.0f}% "
+                  f"of the BLAS bound ({row['gflop_s_blas']:.1f} GFLOP/s)", flush=True)
             append_json(args.json, row)
     print()
     print_table(rows)

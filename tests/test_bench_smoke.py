@@ -34,6 +34,25 @@ def test_train_throughput_quick(tmp_path):
     assert abs(row["initial_loss_ours"] - row["initial_loss_torch"]) < 1e-3 * row["initial_loss_torch"]
     assert row["peak_rss_mb_ours"] > 0 and row["peak_rss_mb_torch"] > 0
     assert "| quick | 1 |" in out and "WARNING" not in out
+    assert row["gflop_s_ours"] > 0 and row["gflop_s_blas"] > 0 and 0 < row["blas_bound_share_torch"]
+    assert "ours % of bound" in out
+
+
+def test_train_throughput_counts_every_linear_weight():
+    """The FLOP counter's linear products are 2·rows per weight of the model's Linear layers (every
+    layer sees B·T rows when S = T), and the backward doubles the forward."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import train_throughput as bench
+
+    from tinygrad_lite.nn import Linear
+    cfg = bench.CONFIGS["small"]
+    model = bench.build_ours(cfg)
+    weights = sum(m.weight.data.size for _, m in model.named_modules() if isinstance(m, Linear))
+    products = bench.step_products(cfg)
+    forward = products[:len(products) // 3]
+    rows = cfg.batch * cfg.tokens
+    assert sum(p.flops for p in forward if p.batch == 1) == 2 * rows * weights
+    assert bench.step_flops(cfg) == 3 * sum(p.flops for p in forward)
 
 
 def test_decode_quick(tmp_path):
