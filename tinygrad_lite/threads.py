@@ -34,7 +34,7 @@ def get_num_threads() -> int | None:
 
 
 def default_num_threads(fallback: int = 1) -> int:
-    """TINYGRAD_LITE_NUM_THREADS if set, else `fallback` (what the CLIs use)."""
+    """TINYGRAD_LITE_NUM_THREADS if set, else `fallback` (what the CLIs and the Trainer use)."""
     text = os.environ.get(ENV_VAR, "").strip()
     if not text:
         return fallback
@@ -43,3 +43,17 @@ def default_num_threads(fallback: int = 1) -> int:
     except ValueError:
         n = text  # not a whole number: positive_int says so
     return positive_int("environment", ENV_VAR, n)
+
+
+def use_num_threads(threads: int | None = None, op: str = "train") -> int:
+    """Where training or decoding starts (the Trainer's constructor), not at import: `threads` if
+    given; else the count this process already chose with set_num_threads (the CLIs' --threads);
+    else default_num_threads(), i.e. TINYGRAD_LITE_NUM_THREADS or 1. Sets it and returns it."""
+    if threads is not None:
+        n = positive_int(op, "threads", threads)
+    elif _requested is not None:
+        return _requested
+    else:
+        n = default_num_threads()
+    set_num_threads(n)
+    return n

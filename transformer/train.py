@@ -29,6 +29,7 @@ from tinygrad_lite.checkpoint import unpack_arrays
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
 from tinygrad_lite.random import get_rng_state, set_rng_state
+from tinygrad_lite.threads import use_num_threads
 
 from .data import (
     PAD,
@@ -78,6 +79,7 @@ class TrainConfig:
     dev_bleu_size: int = 800
     resume: bool = False
     progress: bool = True
+    threads: int | None = None       # BLAS + Numba; None: set_num_threads' or $TINYGRAD_LITE_NUM_THREADS or 1
     extra: dict = field(default_factory=dict)
 
 
@@ -235,10 +237,13 @@ def evaluate_translations(translator: Translator, pairs, beam: int = 1,
 
 class Trainer:
     """Runs a TrainConfig. `on_eval(metrics_path)`, if given, is called after each evaluation
-    (the CLI draws loss.png with it); an error there never stops training."""
+    (the CLI draws loss.png with it); an error there never stops training. Construction sets the
+    thread count (tinygrad_lite.threads.use_num_threads): cfg.threads, else 1 unless the process
+    chose otherwise; the libraries' all-core default collapses when another process holds a core."""
 
     def __init__(self, cfg: TrainConfig, on_eval=None):
         self.cfg = cfg
+        self.threads = use_num_threads(cfg.threads, "train")
         self.on_eval = on_eval
         self.eval_seconds = 0.0   # the longest evaluation so far: kept in reserve under --minutes
         self.snapshots = []       # the weights at the last `average` evaluations
@@ -284,7 +289,8 @@ class Trainer:
             raise TranslatorError(f"--resume: {self.checkpoint_path} was trained with another config "
                                   f"({'; '.join(clashes)}); use the same flags or a new --out")
         for key, value in saved.items():  # what the user did not set again comes from the checkpoint
-            if key not in explicit and key not in ("resume", "progress", "out", "extra") and hasattr(self.cfg, key):
+            per_run = key in ("resume", "progress", "out", "threads", "extra")
+            if key not in explicit and not per_run and hasattr(self.cfg, key):
                 setattr(self.cfg, key, value)
         self.model = translator.model
         self.model.train()

@@ -1,0 +1,194 @@
+"""Threads for a Trainer driven from Python: its default against 1 and 2 threads, on an idle
+machine and beside CPU-bound processes that this script starts (and always stops).
+
+    python3 bench/threads.py --busy 1            # the acceptance run: default vs 1 thread, idle and busy
+    python3 bench/threads.py --busy 1 --all      # every case: 2 threads with non-spinning wait policies too
+    python3 bench/threads.py --quick             # seconds, a toy batch (tests/test_threads.py runs it)
+
+Each run of a case is a fresh process, because the wait policies (OMP_WAIT_POLICY, GOMP_SPINCOUNT,
+OPENBLAS_THREAD_TIMEOUT, NUMBA_THREADING_LAYER) are read when the libraries load; the thread
+variables of this shell (OMP_NUM_THREADS, TINYGRAD_LITE_NUM_THREADS, ...) are removed, so
+"default" is what a notebook gets. A run builds transformer.train.Trainer on the built-in corpus,
+takes `--warmup` steps, then times `--steps` training steps (Trainer.train_step) on the same
+batches every time: target tokens per second. Rounds alternate idle / busy and case by case, so
+all cases see the same neighbours; the tables give medians. Results: bench/README.md, "Threads".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# threads=None: the Trainer's default; the environment is added to the child's
+PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0",
+           "OPENBLAS_THREAD_TIMEOUT": "4"}
+CASES = {
+    "default": (None, {}),
+    "1": (1, {}),
+    "2": (2, {}),                                       # the libraries' defaults: spinning pools
+    "2-passive": (2, PASSIVE),                          # OpenMP and OpenBLAS workers sleep at once
+    "2-workqueue": (2, {**PASSIVE, "NUMBA_THREADING_LAYER": "workqueue"}),
+    "2-blas-1-numba": (2, {"NUMBA_NUM_THREADS": "1"}),  # only BLAS threaded
+}
+CLEARED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+           "TINYGRAD_LITE_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME",
+           "OPENBLAS_THREAD_TIMEOUT", "NUMBA_THREADING_LAYER")
+CONFIGS = {"toy": {}, "wide": {"d_model": 256, "d_ff": 1024}, "quick": {"d_model": 32, "d_ff": 64,
+                                                                        "max_tokens": 400}}
+# a CPU-bound neighbour that also ends itself if this script dies without stopping it
+BUSY = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(10 ** 6): pass\n"
+
+
+def child(case: str, config: str, warmup: int, steps: int) -> dict:
+    """One measurement, in this (fresh) process: Trainer construction, warm-up, timed steps."""
+    from transformer.train import TrainConfig, Trainer, epoch_batches
+    threads, _ = CASES[case]
+    with tempfile.TemporaryDirectory() as out:
+        cfg = TrainConfig(out=out, progress=False, threads=threads, **CONFIGS[config])
+        trainer = Trainer(cfg)
+        batches = epoch_batches(trainer.data, cfg, 0)
+        batches = (batches * (1 + (warmup + steps) // len(batches)))[:warmup + steps]
+        for batch in batches[:warmup]:
+            trainer.train_step(batch)
+        tokens, t0 = 0, time.perf_counter()
+        for batch in batches[warmup:]:
+            tokens += trainer.train_step(batch)[1]
+        seconds = time.perf_counter() - t0
+    return {"case": case, "threads": trainer.threads, "tok_s": tokens / seconds, "seconds": seconds,
+            "steps": steps, **libraries()}
+
+
+def libraries() -> dict:
+    from threadpoolctl import threadpool_info
+    info = {"blas": [f"{i['internal_api']} {i.get('version')} {i.get('threading_layer', '')} "
+                     f"{i['num_threads']} threads" for i in threadpool_info()]}
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        info["numba"] = numba.__version__
+        try:
+            info["numba_layer"] = numba.threading_layer()
+        except ValueError:  # no parallel kernel ran yet
+            info["numba_layer"] = None
+    return info
+
+
+def run_case(case: str, args) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    env.update(CASES[case][1])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--config", args.config,
+           "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=args.timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"case {case} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class Busy:
+    """`count` CPU-bound processes, stopped on leaving the block (error, Ctrl-C or SIGTERM too)."""
+
+    def __init__(self, count: int):
+        self.count, self.procs = count, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(self.count)]
+        if self.procs:
+            print(f"  busy pids {' '.join(str(p.pid) for p in self.procs)}", flush=True)
+            time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+        return False
+
+
+def measure(args) -> list:
+    """Rounds of every case, idle then beside --busy processes; one row per run."""
+    rows = []
+    for repeat in range(args.repeats):
+        for busy in ([0, args.busy] if args.busy else [0]):
+            with Busy(busy):
+                load = os.getloadavg()[0]
+                for case in args.cases:
+                    row = {**run_case(case, args), "busy": busy, "repeat": repeat, "load1": load}
+                    rows.append(row)
+                    print(f"  round {repeat + 1}/{args.repeats}  busy {busy}  {case:<15} "
+                          f"{row['tok_s']:8.0f} tok/s  (threads {row['threads']}, load {load:.2f})", flush=True)
+                    if args.json:
+                        with open(args.json, "a", encoding="utf-8") as f:
+                            f.write(json.dumps({**row, "config": args.config}) + "\n")
+    return rows
+
+
+def report(rows: list, args) -> None:
+    def runs(case, busy):
+        return [r["tok_s"] for r in rows if r["case"] == case and r["busy"] == busy]
+    busy_levels = sorted({r["busy"] for r in rows})
+    head = " | ".join(f"busy {b}: median tok/s (runs)" for b in busy_levels)
+    print(f"\nconfig {args.config}, {args.steps} steps after {args.warmup}, {args.repeats} round(s)\n")
+    print(f"| case | threads | {head} |")
+    print("|---|---|" + "---|" * len(busy_levels))
+    for case in args.cases:
+        threads = next(r["threads"] for r in rows if r["case"] == case)
+        cells = [f"{statistics.median(runs(case, b)):.0f} ({', '.join(f'{v:.0f}' for v in runs(case, b))})"
+                 for b in busy_levels]
+        print(f"| {case} | {threads} | {' | '.join(cells)} |")
+    if "default" in args.cases and "1" in args.cases:
+        print()
+        for b in busy_levels:
+            ratios = [d / o for d, o in zip(runs("default", b), runs("1", b))]
+            print(f"default / 1 thread, {b} busy process(es): {statistics.median(ratios):.2f} "
+                  f"(median of {len(ratios)} round ratios; target >= 0.9 with 1 busy)")
+    if "2" in args.cases and "1" in args.cases:
+        for b in busy_levels:
+            ratio = statistics.median(runs("2", b)) / statistics.median(runs("1", b))
+            print(f"2 threads / 1 thread, {b} busy process(es): {ratio:.2f}")
+    first = rows[0]
+    print(f"\nlibraries: {'; '.join(first['blas'])}; numba {first.get('numba')} "
+          f"(layer {first.get('numba_layer')}); cpus {os.cpu_count()}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--busy", type=int, default=1, help="CPU-bound processes in the busy rounds (0: idle only)")
+    parser.add_argument("--cases", help=f"comma list of {list(CASES)} (default: default,1,2; --quick: default,1)")
+    parser.add_argument("--all", action="store_true", help="every case")
+    parser.add_argument("--config", default="toy", choices=list(CONFIGS),
+                        help="toy: TrainConfig's defaults; wide: d_model 256, d_ff 1024")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    parser.add_argument("--quick", action="store_true", help="toy sizes, 1 round, 2 steps: checks that it runs")
+    parser.add_argument("--json", help="append one JSON line per run to this file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.config, args.warmup, args.steps)))
+        return 0
+    spec = args.cases or ("default,1" if args.quick else "default,1,2")
+    args.cases = list(CASES) if args.all else [c.strip() for c in spec.split(",") if c.strip()]
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown or args.busy < 0 or args.repeats < 1 or args.steps < 1 or args.warmup < 0:
+        parser.error(f"unknown case(s) {unknown}" if unknown else "--busy, --warmup >= 0; --repeats, --steps >= 1")
+    if args.quick:
+        args.config, args.repeats, args.warmup, args.steps = "quick", 1, 1, 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so Busy's __exit__ stops the neighbours
+    print(f"{time.strftime('%Y-%m-%dT%H:%M%z')}  load average {os.getloadavg()}  cpus {os.cpu_count()}")
+    report(measure(args), args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
