@@ -1,4 +1,4 @@
-"""Greedy decoding speed: tinygrad-lite with its key/value cache vs PyTorch's nn.Transformer.
+"""Greedy decoding speed: tinygrad-lite with its key/value cache vs PyTorch's nn.Transformer and CTranslate2.
 
     python bench/decode.py                      # 1 thread, SMALL model, batch 1 and 64
     python bench/decode.py --threads 2 --configs small,base-short --json out.jsonl
@@ -12,15 +12,25 @@ nn.Transformer has no cache, so its users re-run the decoder on the whole prefix
 that is the PyTorch column, run under `torch.inference_mode()`. Our no-cache mode is shown too.
 <eos> is set to an id that never occurs, so every row decodes exactly 32 tokens.
 
+CTranslate2 (an inference engine in C++, with its own key/value cache) runs the same weights:
+ours converted through its spec API (`bench/ctranslate2_model.py`), float32 on the CPU, greedy
+(beam_size 1), intra_threads = --threads, inter_threads 1, no end token (`end_token=[]`) and
+max_decoding_length 32, so it too decodes exactly 32 tokens per row. Its Python API takes and
+returns token strings: turning our ids into strings and back is inside its timing (microseconds).
+Without ctranslate2 installed (it is in the `bench` extra) its columns say "missing".
+
 Timing alternates the sides repeat by repeat in one process and reports medians. "sent/s" is
 source sentences fully decoded per second; "ours/torch" > 1 means we are faster. "same tokens"
-is the fraction of decoded tokens on which the two engines agree (float rounding may flip a
-near-tie argmax, after which a row diverges).
+is the fraction of decoded tokens on which two engines agree (float rounding may flip a
+near-tie argmax, after which a row diverges). For CTranslate2, every row that parts from ours
+is checked: "near ties" counts the rows whose first differing token was within 1e-3 in log-prob
+of ours under our model (teacher-forced), i.e. a rounding flip, not a conversion error.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,6 +76,49 @@ def torch_greedy(model, src: np.ndarray, new_tokens: int) -> np.ndarray:
     return prefix[:, 1:].numpy()
 
 
+def ct2_runner(ours, src: np.ndarray, new_tokens: int, threads: int, workdir: str):
+    """CTranslate2's greedy decode of `src` with ours's weights, or None when it is not installed."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return None
+    import ctranslate2_model as ct2m
+    path = ct2m.convert(ours, workdir, max_positions=max(1024, new_tokens + 1, src.shape[1]))
+    translator = ct2m.translator(path, threads)
+    tokens = ct2m.default_tokens(ours.config.tgt_vocab)
+    return lambda: ct2m.greedy(translator, src, new_tokens, tokens, pad_id=ours.config.pad_id)
+
+
+def parting_gaps(model, src: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> list:
+    """For each row where `theirs` parts from `ours`: how much more log-prob our model gives our
+    token than theirs at the first differing step (teacher-forced on our tokens)."""
+    from tinygrad_lite import no_grad
+    rows = [r for r in range(len(ours)) if (ours[r] != theirs[r]).any()]
+    if not rows:
+        return []
+    tgt_in = np.concatenate([np.full((len(rows), 1), BOS), ours[rows, :-1]], axis=1)
+    with no_grad():
+        logits = model(src[rows], tgt_in).data.astype(np.float64)
+    gaps = []
+    for i, r in enumerate(rows):
+        step = int(np.flatnonzero(ours[r] != theirs[r])[0])
+        gaps.append(float(logits[i, step, ours[r, step]] - logits[i, step, theirs[r, step]]))
+    return gaps
+
+
+def ct2_columns(samples: dict, outputs: dict, ours, src: np.ndarray, batch: int) -> dict:
+    """The CTranslate2 fields of a row: speed, ratios (sent/s over sent/s) and token agreement."""
+    if "ctranslate2" not in samples:
+        return {"ctranslate2": "missing"}
+    t_ct2 = median(samples["ctranslate2"])
+    t_ours, t_torch = median(samples["ours (cache)"]), median(samples["torch (prefix)"])
+    gaps = parting_gaps(ours, src, outputs["ours (cache)"], outputs["ctranslate2"])
+    return {"sent_s_ct2": batch / t_ct2, "ms_ct2": 1e3 * t_ct2,
+            "ratio_ours_over_ct2": t_ct2 / t_ours, "ratio_torch_over_ct2": t_ct2 / t_torch,
+            "same_tokens_ct2": float(np.mean(outputs["ours (cache)"] == outputs["ctranslate2"])),
+            "ct2_rows_parting": len(gaps), "ct2_rows_parting_near_tie": sum(g < 1e-3 for g in gaps)}
+
+
 def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, threads: int,
                with_no_cache: bool) -> dict:
     import warnings
@@ -81,7 +134,29 @@ def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, thre
                "torch (prefix)": lambda: torch_greedy(theirs, src, new_tokens)}
     if with_no_cache:
         runners["ours (no cache)"] = lambda: ours_greedy(ours, src, new_tokens, use_cache=False)
-    outputs = {name: fn() for name, fn in runners.items()}  # warm-up, and the tokens to compare
+    with tempfile.TemporaryDirectory() as workdir:
+        ct2 = ct2_runner(ours, src, new_tokens, threads, workdir)
+        if ct2 is not None:
+            runners["ctranslate2"] = ct2
+        samples, outputs = time_runners(runners, repeats)
+    same = float(np.mean(outputs["ours (cache)"] == outputs["torch (prefix)"]))
+    t_ours, t_torch = median(samples["ours (cache)"]), median(samples["torch (prefix)"])
+    row = {"config": cfg.name, "threads": threads, "batch": batch, "new_tokens": new_tokens,
+           "sent_s_ours_cache": batch / t_ours, "sent_s_torch": batch / t_torch,
+           "ratio_ours_over_torch": t_torch / t_ours, "same_tokens": same,
+           "ms_ours_cache": 1e3 * t_ours, "ms_torch": 1e3 * t_torch, "repeats": repeats,
+           **ct2_columns(samples, outputs, ours, src, batch)}
+    if with_no_cache:
+        t_plain = median(samples["ours (no cache)"])
+        row.update(sent_s_ours_no_cache=batch / t_plain, ms_ours_no_cache=1e3 * t_plain)
+    del torch
+    return row
+
+
+def time_runners(runners: dict, repeats: int) -> tuple:
+    """Each runner once (warm-up, and the tokens to compare), then `repeats` timed rounds,
+    alternating the order round by round. Returns (seconds per runner, tokens per runner)."""
+    outputs = {name: fn() for name, fn in runners.items()}
     samples = {name: [] for name in runners}
     order = list(runners)
     for r in range(repeats):
@@ -89,17 +164,7 @@ def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, thre
             start = time.perf_counter()
             runners[name]()
             samples[name].append(time.perf_counter() - start)
-    same = float(np.mean(outputs["ours (cache)"] == outputs["torch (prefix)"]))
-    t_ours, t_torch = median(samples["ours (cache)"]), median(samples["torch (prefix)"])
-    row = {"config": cfg.name, "threads": threads, "batch": batch, "new_tokens": new_tokens,
-           "sent_s_ours_cache": batch / t_ours, "sent_s_torch": batch / t_torch,
-           "ratio_ours_over_torch": t_torch / t_ours, "same_tokens": same,
-           "ms_ours_cache": 1e3 * t_ours, "ms_torch": 1e3 * t_torch, "repeats": repeats}
-    if with_no_cache:
-        t_plain = median(samples["ours (no cache)"])
-        row.update(sent_s_ours_no_cache=batch / t_plain, ms_ours_no_cache=1e3 * t_plain)
-    del torch
-    return row
+    return samples, outputs
 
 
 def main(argv=None):
@@ -121,26 +186,63 @@ def main(argv=None):
         configs, new_tokens, repeats = pick_configs(parser, args.configs), args.new_tokens, args.repeats
         batches = [int(b) for b in args.batches.split(",") if b.strip()]
     _, env = start(parser, args.threads)
+    env["ctranslate2"] = ct2_version()
+    print(f"- ctranslate2: {env['ctranslate2']}", flush=True)
     rows = []
     for cfg in configs:
         for batch in batches:
             row = {**bench_case(cfg, batch, new_tokens, repeats, args.threads,
                                 args.no_cache_column or args.quick), **env}
             rows.append(row)
+            ct2 = (f", ctranslate2 {row['sent_s_ct2']:.1f} sent/s, ours/ct2 {row['ratio_ours_over_ct2']:.2f}"
+                   if "sent_s_ct2" in row else ", ctranslate2 missing")
             print(f"  {cfg.name} batch {batch}: ours {row['sent_s_ours_cache']:.1f} sent/s, torch "
-                  f"{row['sent_s_torch']:.1f} sent/s, ratio {row['ratio_ours_over_torch']:.2f}", flush=True)
+                  f"{row['sent_s_torch']:.1f} sent/s, ratio {row['ratio_ours_over_torch']:.2f}{ct2}", flush=True)
             append_json(args.json, row)
+    print()
+    print(markdown(*speed_table(rows)))
+    print()
+    print(markdown(*per_sentence_table(rows)))
+
+
+def ct2_version() -> str:
+    try:
+        import ctranslate2
+    except ImportError:
+        return "missing (pip install -e '.[bench]')"
+    return f"{ctranslate2.__version__} (float32, greedy, intra_threads = --threads, inter_threads 1)"
+
+
+def _ct2_agreement(r: dict) -> str:
+    if "same_tokens_ct2" not in r:
+        return "missing"
+    parting = r["ct2_rows_parting"]
+    return f"{100 * r['same_tokens_ct2']:.1f}%" + (f" ({r['ct2_rows_parting_near_tie']}/{parting} rows part "
+                                                     "at a near-tie)" if parting else "")
+
+
+def speed_table(rows: list) -> tuple:
+    """Sentences per second and ratios of sent/s (> 1: the first engine is faster)."""
     header = ["config", "threads", "batch", "new tokens", "ours (cache) sent/s", "torch (prefix) sent/s",
-              "ours/torch", "ours ms", "torch ms", "same tokens"]
+              "ours/torch", "ours ms", "torch ms", "same tokens", "ct2 sent/s", "ours/ct2", "torch/ct2",
+              "same tokens ct2"]
     body = [[r["config"], r["threads"], r["batch"], r["new_tokens"], r["sent_s_ours_cache"], r["sent_s_torch"],
-             r["ratio_ours_over_torch"], r["ms_ours_cache"], r["ms_torch"], f"{100 * r['same_tokens']:.1f}%"]
-            for r in rows]
+             r["ratio_ours_over_torch"], r["ms_ours_cache"], r["ms_torch"], f"{100 * r['same_tokens']:.1f}%",
+             r.get("sent_s_ct2", "missing"), r.get("ratio_ours_over_ct2", "-"), r.get("ratio_torch_over_ct2", "-"),
+             _ct2_agreement(r)] for r in rows]
     if any("sent_s_ours_no_cache" in r for r in rows):
         header.append("ours (no cache) sent/s")
         for line, r in zip(body, rows):
             line.append(r.get("sent_s_ours_no_cache", "-"))
-    print()
-    print(markdown(header, body))
+    return header, body
+
+
+def per_sentence_table(rows: list) -> tuple:
+    """Milliseconds per sentence (a batch's decode time over its sentences)."""
+    header = ["config", "threads", "batch", "ours ms/sent", "torch ms/sent", "ct2 ms/sent"]
+    body = [[r["config"], r["threads"], r["batch"], r["ms_ours_cache"] / r["batch"], r["ms_torch"] / r["batch"],
+             r["ms_ct2"] / r["batch"] if "ms_ct2" in r else "missing"] for r in rows]
+    return header, body
 
 
 if __name__ == "__main__":

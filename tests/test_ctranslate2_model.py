@@ -17,7 +17,7 @@ import tinygrad_lite as tl  # noqa: E402
 from transformer import Transformer  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # bench/ is not a package
 import ctranslate2_model as ct2m  # noqa: E402
 
 VOCAB, NEW_TOKENS = 40, 12
@@ -74,3 +74,26 @@ def test_converted_model_gives_our_log_probs_and_greedy_tokens(tmp_path, variant
 def test_vocabulary_needs_the_special_ids():
     with pytest.raises(ValueError, match="needs the ids of"):
         ct2m.default_tokens(3)
+
+
+def test_decode_bench_times_ctranslate2_on_the_same_tokens():
+    pytest.importorskip("torch")
+    import decode
+    from train_throughput import QUICK
+    row = decode.bench_case(QUICK, batch=3, new_tokens=5, repeats=1, threads=1, with_no_cache=False)
+    assert row["sent_s_ct2"] > 0 and row["ms_ct2"] > 0
+    assert row["ratio_ours_over_ct2"] == pytest.approx(row["sent_s_ours_cache"] / row["sent_s_ct2"])
+    assert row["ct2_rows_parting"] == row["ct2_rows_parting_near_tie"]  # any difference is a rounding flip
+    assert row["same_tokens_ct2"] == 1.0 or row["ct2_rows_parting"] > 0
+
+
+def test_parting_gaps_tells_a_near_tie_from_a_wrong_token():
+    import decode
+    model, src = random_model(5), source_batch(5)
+    ours, _ = greedy_decode(model, src, ct2m.BOS, -1, max_len=6)
+    assert decode.parting_gaps(model, src, ours, ours.copy()) == []
+    tgt_in = np.concatenate([np.full((len(src), 1), ct2m.BOS), ours[:, :-1]], axis=1)
+    wrong = ours.copy()
+    wrong[2, 3] = model(src, tgt_in).data[2, 3].argmin()   # the token our model likes least there
+    (gap,) = decode.parting_gaps(model, src, ours, wrong)
+    assert gap > 1.0
