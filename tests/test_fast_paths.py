@@ -201,3 +201,46 @@ def test_the_speed_tricks_benchmark_runs(tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["trick"] for r in rows} == set(fast.NAMES) | {"all", "none"}
     assert all(r["same"] and r["ms_on"] > 0 and r["ms_off"] > 0 for r in rows)
+
+
+# ---------------------------------------------------------------- fused_residual, fused_ffn
+def ops_and_step(dtype, p=0.3):
+    """(names of the ops a training step records, loss, logits and every gradient), dropout p on."""
+    from tinygrad_lite.autograd import toposort
+    tl.manual_seed(0)
+    model = Transformer(src_vocab=11, tgt_vocab=13, d_model=16, h=2, N=2, d_ff=32, dropout=p, dtype=dtype)
+    rng = np.random.default_rng(1)
+    src, tgt = rng.integers(1, 11, size=(3, 6)), rng.integers(1, 13, size=(3, 5))
+    src[0, 4:] = 0
+    logits = model(src, tgt[:, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, 13), tgt[:, 1:].reshape(-1), ignore_index=0, label_smoothing=0.1)
+    ops = {t._op for t in toposort(loss)}
+    loss.backward()
+    return ops, [loss.data, logits.data] + [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("trick, op", [("fused_residual", "add_dropout"), ("fused_ffn", "linear_relu_dropout")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_chains_draw_and_compute_what_the_plain_chains_do(trick, op, dtype):
+    (ops_on, on), (ops_off, off) = both(lambda: ops_and_step(dtype), trick)
+    assert op in ops_on and op not in ops_off
+    assert_same(on, off)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_kernels_match_their_numpy_twins(backend, dtype):
+    from tinygrad_lite.kernels import fused, use_backend
+    rng = np.random.default_rng(3)
+    x, s, g = (rng.standard_normal((4, 5, 6)).astype(dtype) for _ in range(3))
+    keep, scale = rng.random((4, 5, 6)) >= 0.3, dtype(1 / 0.7)
+    y, b = rng.standard_normal((20, 6)).astype(dtype), rng.standard_normal(6).astype(dtype)
+    with use_backend(backend):
+        assert_same([fused.add_dropout(x, s, keep, scale), fused.dropout_backward(g, keep, scale)],
+                    [fused.add_dropout_numpy(x, s, keep, scale), fused.dropout_backward_numpy(g, keep, scale)])
+        for mask in (keep.reshape(20, 6), None):
+            h = fused.bias_relu_dropout_(y.copy(), b, mask, scale)
+            assert_same([h, fused.relu_dropout_backward(g.reshape(20, 6), h, scale)],
+                        [fused.bias_relu_dropout_numpy(y.copy(), b, mask, scale),
+                         fused.relu_dropout_backward_numpy(g.reshape(20, 6), h, scale)])
+    assert (h > 0).any() and (h == 0).any() and np.isin(fused.add_dropout_numpy(x, s, keep, scale), x).any()

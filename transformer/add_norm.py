@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygrad_lite import Tensor
+from tinygrad_lite import Tensor, fast
+from tinygrad_lite.fast import TRICKS
 from tinygrad_lite.nn import Dropout, LayerNorm, Module
 
 
@@ -22,8 +23,14 @@ class AddNorm(Module):
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         if self.norm_first:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            return self.residual(x, sublayer(self.norm(x)))
+        return self.norm(self.residual(x, sublayer(x)))
+
+    def residual(self, x: Tensor, s: Tensor) -> Tensor:
+        """x + Dropout(s): the residual connection around a sub-layer's output s."""
+        if TRICKS.fused_residual:  # one op, one pass (tinygrad_lite/fast.py)
+            return fast.residual(x, s, self.dropout)
+        return x + self.dropout(s)
 
     def extra_repr(self) -> str:
         return "pre-LN" if self.norm_first else "post-LN"

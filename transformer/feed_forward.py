@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygrad_lite import Tensor
+from tinygrad_lite import Tensor, fast
+from tinygrad_lite.fast import TRICKS
 from tinygrad_lite.nn import Dropout, Linear, Module
 
 
@@ -19,4 +20,6 @@ class PositionwiseFeedForward(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if TRICKS.fused_ffn:  # W1, bias, ReLU and dropout as one op (tinygrad_lite/fast.py)
+            return self.w_2(fast.linear_relu_dropout(x, self.w_1, self.dropout))
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, T, d_ff) -> (B, T, d_model)

@@ -39,14 +39,8 @@ def _check_float(op: str, name: str, t: Tensor):
 def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch.
     Any leading dims of x are batch dims. One fused op; the products run on NumPy's BLAS."""
-    x = x if isinstance(x, Tensor) else _tensor("linear", "input", x)
-    xd, w = x.data, weight.data
-    b = None if bias is None else bias.data
-    x_shape, dtype = xd.shape, xd.dtype
-    if w.ndim != 2 or not x_shape or x_shape[-1] != w.shape[1] or (b is not None and b.shape != w.shape[:1]):
-        _linear_shape_error(x_shape, w.shape, None if b is None else b.shape)
-    if dtype != w.dtype or (b is not None and b.dtype != dtype) or dtype not in FLOAT_DTYPES:
-        _linear_dtype_error(xd, w, b)
+    x, xd, w, b = _linear_arrays(x, weight, bias)
+    x_shape = xd.shape
     n_out, n_in = w.shape
     x2 = xd.reshape(-1, n_in)
     out = x2 @ w.T
@@ -62,6 +56,67 @@ def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
     parents = (x, weight) if bias is None else (x, weight, bias)
     return x._make(out.reshape(x_shape[:-1] + (n_out,)), "linear", parents, backward)
+
+
+def _linear_arrays(x, weight: Tensor, bias: Tensor | None):
+    """(x as a Tensor, its array, weight's, bias's or None), once they are checked to fit."""
+    x = x if isinstance(x, Tensor) else _tensor("linear", "input", x)
+    xd, w = x.data, weight.data
+    b = None if bias is None else bias.data
+    x_shape, dtype = xd.shape, xd.dtype
+    if w.ndim != 2 or not x_shape or x_shape[-1] != w.shape[1] or (b is not None and b.shape != w.shape[:1]):
+        _linear_shape_error(x_shape, w.shape, None if b is None else b.shape)
+    if dtype != w.dtype or (b is not None and b.dtype != dtype) or dtype not in FLOAT_DTYPES:
+        _linear_dtype_error(xd, w, b)
+    return x, xd, w, b
+
+
+def linear_relu_dropout(x, weight: Tensor, bias: Tensor | None = None, p: float = 0.0,
+                        training: bool = True) -> Tensor:
+    """dropout(relu(linear(x, weight, bias)), p, training) as one op: the feed-forward's first half.
+
+    The bias, ReLU and dropout run as one pass over the product (kernels.fused), and the backward
+    needs no mask: the output is > 0 exactly where the unit was kept and positive. The same dropout
+    draws as the plain chain, and the same numbers (tests/test_fast_paths.py)."""
+    p = probability("linear_relu_dropout", "p", p)
+    if training and p == 1:
+        return dropout(relu(linear(x, weight, bias)), p, training)
+    x, xd, w, b = _linear_arrays(x, weight, bias)
+    x_shape = xd.shape
+    n_out, n_in = w.shape
+    x2 = xd.reshape(-1, n_in)
+    keep = dropout_keep_mask(x_shape[:-1] + (n_out,), p).reshape(-1, n_out) if training and p > 0 else None
+    scale = xd.dtype.type(1.0 / (1.0 - p))
+    h = K.bias_relu_dropout_(x2 @ w.T, b, keep, scale)
+
+    def backward(g):
+        g2 = K.relu_dropout_backward(g.reshape(-1, n_out), h, scale)
+        dx = (g2 @ w).reshape(x_shape) if x.requires_grad else None
+        dw = g2.T @ x2 if weight.requires_grad else None
+        if bias is None:
+            return dx, dw
+        return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return x._make(h.reshape(x_shape[:-1] + (n_out,)), "linear_relu_dropout", parents, backward)
+
+
+def add_dropout(x: Tensor, s: Tensor, p: float = 0.0, training: bool = True) -> Tensor:
+    """x + dropout(s, p, training) as one op: Add & Norm's residual (paper §3.1, P_drop on each
+    sub-layer's output before it is added). One pass (kernels.fused), the plain chain's draws and
+    numbers."""
+    op = "add_dropout"
+    if not (isinstance(x, Tensor) and isinstance(s, Tensor)):
+        raise TypeError(f"{op}: x and s must be Tensors, got {type(x).__name__} and {type(s).__name__}")
+    if x.shape != s.shape or x.dtype != s.dtype or x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{op}: x and s must be float tensors of one shape and dtype, got {x.shape} {x.dtype} "
+                         f"and {s.shape} {s.dtype}")
+    p = probability(op, "p", p)
+    if training and p == 1:
+        return x + s.dropout(p, training)
+    keep = dropout_keep_mask(s.shape, p) if training and p > 0 else None
+    scale = x.dtype.type(1.0 / (1.0 - p))
+    out = K.add_dropout(x.data, s.data, keep, scale)
+    return x._make(out, op, (x, s), lambda g: (g, K.dropout_backward(g, keep, scale) if s.requires_grad else None))
 
 
 def _linear_shape_error(x_shape, w_shape, b_shape):
