@@ -23,7 +23,7 @@ from .autograd import _state as _autograd_state  # per-thread grad mode and anom
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn")
+         "fused_ffn", "decoder_kernel")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -166,3 +166,10 @@ def linear_relu_dropout(x, linear, dropout):
     transformer.feed_forward.PositionwiseFeedForward.forward."""
     from .nn.functional import linear_relu_dropout
     return linear_relu_dropout(x, linear.weight, linear.bias, dropout.p, dropout.training)
+
+
+# ---------------------------------------------------------------- decoder_kernel
+# Why: a whole decoder step (all layers, cached K/V, generator, log-softmax) as one Numba call instead of ~200
+# Tensor ops a token (measurement: bench/README.md, "Performance round 2: decoding"). It lives on the decoding
+# floor, transformer/decoder_kernel.py (tinygrad_lite never imports transformer); plain version:
+# transformer.decoding._step, its oracle within float tolerance (tests/test_decoder_kernel.py).
