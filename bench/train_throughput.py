@@ -310,8 +310,11 @@ def blas_step(cfg: BenchConfig, dtype=np.float32):
 
 # --------------------------------------------------------------------------------- timing
 
-def alternate(runners: dict, batches: list, steps: int, repeats: int, warmup: int = 2) -> dict:
-    """{side: [seconds per step, one per repeat]}; sides alternate, their order flipping each repeat."""
+def alternate(runners: dict, batches: list, steps: int, repeats: int, warmup: int = 2,
+              clock=time.perf_counter) -> dict:
+    """{side: [seconds per step, one per repeat]}; sides alternate, their order flipping each repeat.
+    clock=time.process_time counts this process's CPU time only: on a machine shared with other
+    work, the time slices other processes take do not land on whichever side was running."""
     for fn in runners.values():
         for i in range(warmup):
             fn(batches[i % len(batches)])
@@ -321,10 +324,10 @@ def alternate(runners: dict, batches: list, steps: int, repeats: int, warmup: in
     for r in range(repeats):
         for side in (order if r % 2 == 0 else order[::-1]):
             fn = runners[side]
-            start = time.perf_counter()
+            start = clock()
             for i in range(steps):
                 fn(batches[(cursor + i) % len(batches)])
-            samples[side].append((time.perf_counter() - start) / steps)
+            samples[side].append((clock() - start) / steps)
         cursor += steps
     return samples
 
@@ -439,7 +442,10 @@ def measure_memory(cfg: BenchConfig, threads: int, steps: int = 3, ragged: bool 
 
 # --------------------------------------------------------------------------------- main
 
-def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True) -> dict:
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True, clock: str = "wall") -> dict:
     ours_model = build_ours(cfg)
     torch.manual_seed(0)
     theirs_model = build_torch(ours_model)
@@ -447,7 +453,7 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
     batches = random_batches(cfg, 4)
     loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
     samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg)}, batches, cfg.steps,
-                        cfg.repeats)
+                        cfg.repeats, clock=CLOCKS[clock])
     tokens_per_step = float(np.mean([b.target_tokens for b in batches]))
     t_ours, t_torch, t_blas = median(samples["ours"]), median(samples["torch"]), median(samples["blas"])
     flops = step_flops(cfg)
@@ -465,7 +471,7 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
         "gflop_s_ours": flops / t_ours / 1e9, "gflop_s_torch": flops / t_torch / 1e9,
         "gflop_s_blas": flops / t_blas / 1e9,
         "blas_bound_share_ours": t_blas / t_ours, "blas_bound_share_torch": t_blas / t_torch,
-        "steps_per_sample": cfg.steps, "repeats": cfg.repeats,
+        "steps_per_sample": cfg.steps, "repeats": cfg.repeats, "clock": clock,
     }
     if with_memory:
         mem = measure_memory(cfg, threads)
@@ -502,6 +508,8 @@ def main(argv=None):
     parser.add_argument("--json", help="append one JSON line per (config, threads) to this file")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy config (smoke test)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time, or this process's CPU time (steadier on a shared machine; 1 thread)")
     parser.add_argument("--memory-child", choices=["ours", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--config-json", help=argparse.SUPPRESS)
     parser.add_argument("--memory-steps", type=int, default=3, help=argparse.SUPPRESS)
@@ -525,7 +533,7 @@ def main(argv=None):
     for threads in thread_counts:
         torch, env = start(parser, threads, max(thread_counts))
         for cfg in configs:
-            row = {**bench_config(cfg, threads, torch, with_memory=not args.no_memory), **env}
+            row = {**bench_config(cfg, threads, torch, with_memory=not args.no_memory, clock=args.clock), **env}
             rows.append(row)
             print(f"  {cfg.name}: ours {row['tok_s_ours']:.0f} tok/s, torch {row['tok_s_torch']:.0f} tok/s, "
                   f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "
