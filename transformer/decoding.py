@@ -12,7 +12,9 @@ import contextlib
 import numpy as np
 
 from tinygrad_lite import Tensor, is_grad_enabled, kernels, no_grad
+from tinygrad_lite.fast import TRICKS
 
+from . import decoder_kernel
 from .masks import padding_mask
 
 
@@ -69,6 +71,16 @@ def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -
     return kernels.log_softmax_forward(logits.data[:, -1])
 
 
+def _fused_decoder(model, memory: Tensor, src_mask: np.ndarray, rows: int, max_len: int):
+    """The decoder_kernel trick: a whole decoder step as one Numba kernel (transformer.decoder_kernel),
+    or None where the plain step (`_step`, its test oracle) runs: trick off, NumPy backend, or a
+    model the kernel does not implement."""
+    if TRICKS.decoder_kernel:
+        if kernels.get_backend() == "numba" and decoder_kernel.supports(model):
+            return decoder_kernel.DecoderKernel(model, memory.data, src_mask[:, 0, 0, :], rows, max_len)
+    return None
+
+
 @contextlib.contextmanager
 def _eval_mode(model):
     """Decode with dropout off, then give the model back in the mode it had."""
@@ -81,11 +93,11 @@ def _eval_mode(model):
             model.train()
 
 
-def _decode_loop(model, src, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):
-    """Run the decoder one token at a time; choose(log_probs (B, V)) -> next ids (B,).
-    Returns (tokens (B, ≤max_len) without <bos>, their total log-prob (B,)); rows that
-    produced <eos> are padded with pad_id afterwards."""
-    src, src_mask, memory = _encode(model, src)
+def _decode_loop(model, encoded, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):
+    """Run the decoder one token at a time from encoded = _encode(model, src); choose(log_probs
+    (B, V)) -> next ids (B,). Returns (tokens (B, ≤max_len) without <bos>, their total log-prob
+    (B,)); rows that produced <eos> are padded with pad_id afterwards."""
+    src, src_mask, memory = encoded
     B = src.shape[0]
     prefix = np.full((B, 1), bos_id, dtype=np.int64)
     cache = _new_cache(model) if use_cache else None
@@ -108,7 +120,11 @@ def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_c
     """src: (B, S) or (S,) ids -> (tokens (B, ≤max_len) without <bos>, total log-prob (B,)).
     Rows that produced <eos> are padded with pad_id afterwards."""
     with _eval_mode(model):
-        return _decode_loop(model, src, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
+        src, src_mask, memory = encoded = _encode(model, src)
+        fused = _fused_decoder(model, memory, src_mask, src.shape[0], max_len) if use_cache else None
+        if fused is not None:
+            return fused.greedy(bos_id, eos_id, model.config.pad_id, max_len)
+        return _decode_loop(model, encoded, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
 
 
 @no_grad()
@@ -127,17 +143,29 @@ def sample_decode(model, src, bos_id: int, eos_id: int, temperature: float = 1.0
         return np.array([rng.choice(len(row), p=row) for row in p])
 
     with _eval_mode(model):
-        return _decode_loop(model, src, bos_id, eos_id, max_len, sample)[0]
+        return _decode_loop(model, _encode(model, src), bos_id, eos_id, max_len, sample)[0]
 
 
-def _reorder_cache(cache: list, rows: np.ndarray):
-    """Keep the cached keys/values of `rows` (beam search's survivors, in their new order)."""
-    for layer in cache:
-        for part in ("self", "cross"):
-            kv = layer.get(part, {})
-            for key in ("k", "v"):
-                if key in kv:
-                    kv[key] = kv[key][rows]
+class _CachedSteps:
+    """The plain step for beam search: model.decode on each row's newest token with the Tensor
+    key/value cache; the rows' memory and mask follow the rows (`_fused_decoder` is its twin)."""
+
+    def __init__(self, model, memory: Tensor, src_mask: np.ndarray):
+        self.model, self.memory, self.src_mask, self.cache = model, memory, src_mask, _new_cache(model)
+        self.step_memory, self.step_mask = memory, src_mask
+
+    def step(self, prefix: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        return _step(self.model, self.step_memory, self.step_mask, prefix, self.cache, True)
+
+    def reorder(self, rows: np.ndarray, length: int, owner: np.ndarray):
+        """Keep the cached keys/values of `rows` (beam search's survivors, in their new order)."""
+        for layer in self.cache:
+            for part in ("self", "cross"):
+                kv = layer.get(part, {})
+                for key in ("k", "v"):
+                    if key in kv:
+                        kv[key] = kv[key][rows]
+        self.step_memory, self.step_mask = self.memory[owner], self.src_mask[owner]
 
 
 class _Hypotheses:
@@ -199,10 +227,9 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
         owner = np.arange(B)                                   # the sentence each alive row extends
         prefix = np.full((B, 1), bos_id, dtype=np.int64)       # (rows, t): all alive rows
         scores = np.zeros(B)
-        cache = _new_cache(model)
-        step_memory, step_mask = memory, src_mask
+        steps = _fused_decoder(model, memory, src_mask, B * beam_size, max_len) or _CachedSteps(model, memory, src_mask)
         for step in range(max_len):
-            logp = _step(model, step_memory, step_mask, prefix, cache, True)   # (rows, V)
+            logp = steps.step(prefix, owner)                   # (rows, V)
             total = scores[:, None] + logp
             rows, tokens, new_scores = [], [], []
             for i in np.unique(owner):
@@ -214,10 +241,9 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
             if not rows:
                 break
             rows = np.array(rows)
-            _reorder_cache(cache, rows)
             owner, scores = owner[rows], np.array(new_scores)
+            steps.reorder(rows, step + 1, owner)
             prefix = np.concatenate([prefix[rows], np.array(tokens)[:, None]], axis=1)
-            step_memory, step_mask = memory[owner], src_mask[owner]
         else:
             for row, i in enumerate(owner):
                 hyps[i].add(scores[row], prefix[row, 1:])

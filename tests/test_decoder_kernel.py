@@ -1,0 +1,148 @@
+"""The decoder_kernel trick (transformer/decoder_kernel.py) against its plain twin, the Tensor
+decoder with its key/value cache: the same tokens and the same log-probs within float rounding,
+greedy and beam search, on post-/pre-LN, final norm, tied embeddings, float32/float64, batch 1 and
+ragged padded batches whose rows finish at different steps; and the plain path where it must run."""
+import numpy as np
+import pytest
+
+import tinygrad_lite as tl
+from tinygrad_lite import fast, kernels
+from transformer import Transformer, decoder_kernel, decoding
+from transformer.decoding import beam_search_batch, greedy_decode
+
+BOS, PAD = 2, 0
+NEVER = -1  # an <eos> that never comes: every row runs max_len steps
+
+VARIANTS = {
+    "post-LN": {},
+    "pre-LN, final norm": {"norm_first": True, "final_norm": True},
+    "post-LN, final norm, tied": {"final_norm": True, "tie_embeddings": True},
+    "pre-LN, tied, 1 layer": {"norm_first": True, "tie_embeddings": True, "N": 1},
+}
+TOLERANCE = {np.float32: 2e-5, np.float64: 1e-10}
+
+
+@pytest.fixture(autouse=True)
+def numba_backend():
+    with kernels.use_backend("numba"):
+        yield
+
+
+def model_of(variant: str, dtype, seed: int = 0):
+    tl.manual_seed(seed)
+    options = {"N": 2, **VARIANTS[variant]}
+    return Transformer(src_vocab=23, tgt_vocab=29, d_model=16, h=2, d_ff=32, dropout=0.0, dtype=dtype,
+                       **options).eval()
+
+
+def ragged_sources(batch: int, seed: int = 1) -> np.ndarray:
+    """(batch, 9) source ids; row i keeps 9 - (i % 4) real tokens, then <pad>."""
+    src = np.random.default_rng(seed).integers(4, 23, size=(batch, 9))
+    for i in range(batch):
+        src[i, 9 - i % 4:] = PAD
+    return src
+
+
+def both(fn):
+    """fn() with the kernel (its switch on), then on the plain path (switch off)."""
+    with fast.tricks_on("decoder_kernel"):
+        fused = fn()
+    with fast.tricks_off("decoder_kernel"):
+        plain = fn()
+    return fused, plain
+
+
+def assert_close(a, b, dtype):
+    np.testing.assert_allclose(a, b, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_each_step_gives_the_plain_log_probs(variant, dtype):
+    """Teacher-forced: the same prefix fed to both, step by step, on a ragged batch."""
+    model = model_of(variant, dtype)
+    src, src_mask, memory = decoding._encode(model, ragged_sources(5))
+    prefix = np.random.default_rng(3).integers(4, 29, size=(5, 7))
+    prefix[:, 0] = BOS
+    owner = np.arange(5)
+    with tl.no_grad():
+        fused = decoder_kernel.DecoderKernel(model, memory.data, src_mask[:, 0, 0, :], 5, 7)
+        plain = decoding._CachedSteps(model, memory, src_mask)
+        for t in range(1, 8):
+            got, want = fused.step(prefix[:, :t], owner), plain.step(prefix[:, :t], owner)
+            assert got.dtype == want.dtype == dtype and got.shape == want.shape == (5, 29)
+            assert_close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("batch", [1, 6])
+def test_greedy_gives_the_plain_tokens_and_scores(variant, dtype, batch):
+    model = model_of(variant, dtype)
+    src = ragged_sources(batch)
+    (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, src, BOS, NEVER, 12))
+    assert tokens.shape == plain_tokens.shape == (batch, 12)
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    assert_close(scores, plain_scores, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_that_finish_at_different_steps(dtype):
+    """<eos> is a token the plain path produces early in row 0 only, so rows end apart (checked)."""
+    model = model_of("post-LN", dtype, seed=4)
+    src = ragged_sources(6)
+    with fast.tricks_off("decoder_kernel"):
+        free_run, _ = greedy_decode(model, src, BOS, NEVER, 12)
+    eos = int(free_run[0, 1])
+    ends = [list(row).index(eos) if eos in row else 12 for row in free_run]
+    assert len(set(ends)) > 1, ends  # the premise: rows finish at different steps
+    (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, src, BOS, eos, 12))
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    assert (tokens == PAD).any()  # finished rows are padded
+    assert_close(scores, plain_scores, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("variant", ["post-LN", "pre-LN, final norm"])
+def test_beam_search_gives_the_plain_hypotheses(variant, dtype):
+    model = model_of(variant, dtype, seed=5)
+    src = ragged_sources(4)
+    with fast.tricks_off("decoder_kernel"):
+        free_run, _ = greedy_decode(model, src, BOS, NEVER, 10)
+    eos = int(free_run[1, 2])
+    fused, plain = both(lambda: beam_search_batch(model, src, BOS, eos, beam_size=3, max_len=10,
+                                                  length_penalty=0.6))
+    for (tokens, logp, norm), (plain_tokens, plain_logp, plain_norm) in zip(fused, plain):
+        np.testing.assert_array_equal(tokens, plain_tokens)
+        assert_close([logp, norm], [plain_logp, plain_norm], dtype)
+
+
+def test_the_kernel_runs_when_on_and_the_plain_path_otherwise(monkeypatch):
+    model = model_of("post-LN", np.float32)
+    src = ragged_sources(2)
+    made = []
+    real = decoder_kernel.DecoderKernel
+    monkeypatch.setattr(decoder_kernel, "DecoderKernel", lambda *a: made.append(1) or real(*a))
+    with fast.tricks_on("decoder_kernel"):
+        greedy_decode(model, src, BOS, NEVER, 3)
+        beam_search_batch(model, src, BOS, NEVER, beam_size=2, max_len=3)
+        assert len(made) == 3  # greedy, beam search, and beam search's greedy candidate
+        greedy_decode(model, src, BOS, NEVER, 3, use_cache=False)
+        with kernels.use_backend("numpy"):
+            greedy_decode(model, src, BOS, NEVER, 3)
+            beam_search_batch(model, src, BOS, NEVER, beam_size=2, max_len=3)
+        model.decoder.layers[0].add_norm2.norm.bias = None  # not something the kernel implements
+        assert not decoder_kernel.supports(model)
+        greedy_decode(model, src, BOS, NEVER, 3)
+    with fast.tricks_off("decoder_kernel"):
+        greedy_decode(model_of("post-LN", np.float32), src, BOS, NEVER, 3)
+    assert len(made) == 3
+
+
+def test_a_model_without_final_norm_bias_still_decodes_on_the_plain_path():
+    model = model_of("pre-LN, final norm", np.float64)
+    model.decoder.norm.bias = None
+    src = ragged_sources(3)
+    (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, src, BOS, NEVER, 5))
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    np.testing.assert_array_equal(scores, plain_scores)  # both ran the plain path
