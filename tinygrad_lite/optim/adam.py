@@ -67,18 +67,26 @@ def _numba_kernels(numba):
 def adam_update_numba(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
     """One Adam step for one parameter, in place, as a single pass (Numba kernel). Arrays that are
     not C-contiguous, or whose dtypes differ, go to the NumPy twin."""
-    arrays = (param, grad, exp_avg, exp_avg_sq)
-    if not all(a.flags.c_contiguous and a.dtype == param.dtype for a in arrays) or \
-            param.dtype not in (np.float32, np.float64):
+    dtype = param.dtype
+    if not (param.flags.c_contiguous and grad.flags.c_contiguous and exp_avg.flags.c_contiguous
+            and exp_avg_sq.flags.c_contiguous and grad.dtype == exp_avg.dtype == exp_avg_sq.dtype == dtype
+            and dtype in (np.float32, np.float64)):
         return adam_update_numpy(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
                                  decoupled, step)
-    t = param.dtype.type
-    coupled_decay = t(weight_decay if weight_decay and not decoupled else 0)
-    decoupled_factor = t(1 - lr * weight_decay if weight_decay and decoupled else 1)
     with threads_for(param.size):
         _numba_kernels()(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
-                         t(1 - beta1), t(beta1), t(1 - beta2), t(beta2), t(math.sqrt(1 - beta2 ** step)), t(eps),
-                         t(lr / (1 - beta1 ** step)), coupled_decay, decoupled_factor)
+                         *_kernel_scalars(dtype, lr, beta1, beta2, eps, weight_decay, decoupled, step))
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_scalars(dtype, lr, beta1, beta2, eps, weight_decay, decoupled, step) -> tuple:
+    """The kernel's scalar arguments in the parameter's dtype: the same for every parameter of a
+    group at one step, so computed once (a step updates ~100 parameters)."""
+    t = dtype.type
+    coupled_decay = t(weight_decay if weight_decay and not decoupled else 0)
+    decoupled_factor = t(1 - lr * weight_decay if weight_decay and decoupled else 1)
+    return (t(1 - beta1), t(beta1), t(1 - beta2), t(beta2), t(math.sqrt(1 - beta2 ** step)), t(eps),
+            t(lr / (1 - beta1 ** step)), coupled_decay, decoupled_factor)
 
 
 class Adam(Optimizer):
