@@ -3,6 +3,7 @@
     python bench/decode.py                      # 1 thread, SMALL model, batch 1 and 64
     python bench/decode.py --threads 2 --configs small,base-short --json out.jsonl
     python bench/decode.py --quick              # seconds; what the smoke test runs
+    python bench/decode.py --clock cpu          # this process's CPU time: steadier on a loaded machine
 
 Both sides decode 32 new tokens for the same random source sentences with identical weights
 (ours copied into `transformer.interop.torch_reference`). Ours is
@@ -39,6 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_throughput import (  # bench/ sits next to this file
+    CLOCKS,
     CONFIGS,
     QUICK,
     BenchConfig,
@@ -120,7 +122,7 @@ def ct2_columns(samples: dict, outputs: dict, ours, src: np.ndarray, batch: int)
 
 
 def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, threads: int,
-               with_no_cache: bool) -> dict:
+               with_no_cache: bool, clock: str = "wall") -> dict:
     import warnings
 
     import torch
@@ -138,13 +140,13 @@ def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, thre
         ct2 = ct2_runner(ours, src, new_tokens, threads, workdir)
         if ct2 is not None:
             runners["ctranslate2"] = ct2
-        samples, outputs = time_runners(runners, repeats)
+        samples, outputs = time_runners(runners, repeats, CLOCKS[clock])
     same = float(np.mean(outputs["ours (cache)"] == outputs["torch (prefix)"]))
     t_ours, t_torch = median(samples["ours (cache)"]), median(samples["torch (prefix)"])
     row = {"config": cfg.name, "threads": threads, "batch": batch, "new_tokens": new_tokens,
            "sent_s_ours_cache": batch / t_ours, "sent_s_torch": batch / t_torch,
            "ratio_ours_over_torch": t_torch / t_ours, "same_tokens": same,
-           "ms_ours_cache": 1e3 * t_ours, "ms_torch": 1e3 * t_torch, "repeats": repeats,
+           "ms_ours_cache": 1e3 * t_ours, "ms_torch": 1e3 * t_torch, "repeats": repeats, "clock": clock,
            **ct2_columns(samples, outputs, ours, src, batch)}
     if with_no_cache:
         t_plain = median(samples["ours (no cache)"])
@@ -153,17 +155,18 @@ def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, thre
     return row
 
 
-def time_runners(runners: dict, repeats: int) -> tuple:
+def time_runners(runners: dict, repeats: int, clock=time.perf_counter) -> tuple:
     """Each runner once (warm-up, and the tokens to compare), then `repeats` timed rounds,
-    alternating the order round by round. Returns (seconds per runner, tokens per runner)."""
+    alternating the order round by round. Returns (seconds per runner, tokens per runner).
+    clock=time.process_time counts this process's CPU time, CTranslate2's worker thread included."""
     outputs = {name: fn() for name, fn in runners.items()}
     samples = {name: [] for name in runners}
     order = list(runners)
     for r in range(repeats):
         for name in (order if r % 2 == 0 else order[::-1]):
-            start = time.perf_counter()
+            start = clock()
             runners[name]()
-            samples[name].append(time.perf_counter() - start)
+            samples[name].append(clock() - start)
     return samples, outputs
 
 
@@ -177,6 +180,8 @@ def main(argv=None):
     parser.add_argument("--no-cache-column", action="store_true", help="also time ours without the cache")
     parser.add_argument("--json", help="append one JSON line per row to this file")
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy config (smoke test)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time, or this process's CPU time (steadier on a shared machine; 1 thread)")
     args = parser.parse_args(argv)
     if args.threads < 1 or args.new_tokens < 1 or args.repeats < 1:
         parser.error("--threads, --new-tokens and --repeats must be >= 1")
@@ -192,7 +197,7 @@ def main(argv=None):
     for cfg in configs:
         for batch in batches:
             row = {**bench_case(cfg, batch, new_tokens, repeats, args.threads,
-                                args.no_cache_column or args.quick), **env}
+                                args.no_cache_column or args.quick, args.clock), **env}
             rows.append(row)
             ct2 = (f", ctranslate2 {row['sent_s_ct2']:.1f} sent/s, ours/ct2 {row['ratio_ours_over_ct2']:.2f}"
                    if "sent_s_ct2" in row else ", ctranslate2 missing")
