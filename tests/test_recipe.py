@@ -164,3 +164,15 @@ def test_the_closing_evaluation_is_kept_in_reserve(tmp_path):
     assert trainer.out_of_time()
     trainer.cfg.average, trainer.eval_seconds = 5, 3.0  # averaging needs a second evaluation
     assert trainer.out_of_time()
+
+
+def test_the_recipes_bucket_pool_goes_with_its_own_batch_size():
+    from transformer.train import REAL_DATA_RECIPE, real_data_config
+
+    assert real_data_config({}) == REAL_DATA_RECIPE
+    assert REAL_DATA_RECIPE["bucket_pool"] > 0
+    own_size = real_data_config({"max_tokens": 530, "warmup": 1000})
+    assert own_size["bucket_pool"] == 0 and own_size["max_tokens"] == 530 and own_size["warmup"] == 1000
+    assert real_data_config({"max_tokens": 530, "bucket_pool": 7})["bucket_pool"] == 7
+    assert real_data_config({"bucket_pool": 3})["max_tokens"] == REAL_DATA_RECIPE["max_tokens"]
+    assert REAL_DATA_RECIPE["bucket_pool"] == real_data_config({})["bucket_pool"]  # the recipe is not changed

@@ -120,7 +120,8 @@ def add_train_recipe_arguments(t) -> None:
                    help="what --max-tokens counts: padded B*max(S,T) of length-bucketed batches, "
                         "or the real target tokens of random batches")
     t.add_argument("--bucket-pool", type=non_negative_int, default=None,
-                   help="with --batch-by target: sort by length within pools of N batches (0: off)")
+                   help="with --batch-by target: sort by length within pools of N batches (0: off; the real-data "
+                        "recipe's 20 applies to its own batch size, and an explicit --max-tokens means 0)")
     t.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction, default=None,
                    help="share the target embedding and the generator's weights (paper 3.4)")
     t.add_argument("--final-norm", action=argparse.BooleanOptionalAction, default=None,
@@ -229,7 +230,7 @@ def train_overrides(args) -> dict:
 def cmd_train(args) -> int:
     from tinygrad_lite import distributed as dist
 
-    from .train import REAL_DATA_RECIPE, Interrupted, TrainConfig, Trainer
+    from .train import Interrupted, TrainConfig, Trainer, real_data_config
     overrides = train_overrides(args)
     for path in (args.data, args.dev, args.test):
         if path:
@@ -237,7 +238,7 @@ def cmd_train(args) -> int:
     check_output_dir(args.out, "--out")
     explicit = sorted(overrides)
     if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
-        overrides = {**REAL_DATA_RECIPE, **overrides}
+        overrides = real_data_config(overrides)
     if "epochs" not in overrides and (args.minutes or args.max_steps):
         overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
     cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
