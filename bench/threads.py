@@ -10,8 +10,9 @@ OPENBLAS_THREAD_TIMEOUT, NUMBA_THREADING_LAYER) are read when the libraries load
 variables of this shell (OMP_NUM_THREADS, TINYGRAD_LITE_NUM_THREADS, ...) are removed, so
 "default" is what a notebook gets. A run builds transformer.train.Trainer on the built-in corpus,
 takes `--warmup` steps, then times `--steps` training steps (Trainer.train_step) on the same
-batches every time: target tokens per second. Rounds alternate idle / busy and case by case, so
-all cases see the same neighbours; the tables give medians. Results: bench/README.md, "Threads".
+batches every time: target tokens per second. Rounds alternate idle / busy, and the cases run
+one after another (in reverse order every other round), so all see the same neighbours; the
+tables give medians. Results: bench/README.md, "Threads".
 """
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def measure(args) -> list:
         for busy in ([0, args.busy] if args.busy else [0]):
             with Busy(busy):
                 load = os.getloadavg()[0]
-                for case in args.cases:
+                for case in args.cases if repeat % 2 == 0 else args.cases[::-1]:  # no case always first
                     row = {**run_case(case, args), "busy": busy, "repeat": repeat, "load1": load}
                     rows.append(row)
                     print(f"  round {repeat + 1}/{args.repeats}  busy {busy}  {case:<15} "
@@ -184,7 +185,9 @@ def main(argv=None) -> int:
         parser.error(f"unknown case(s) {unknown}" if unknown else "--busy, --warmup >= 0; --repeats, --steps >= 1")
     if args.quick:
         args.config, args.repeats, args.warmup, args.steps = "quick", 1, 1, 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so Busy's __exit__ stops the neighbours
+    # so Busy's __exit__ stops the neighbours; Ctrl-C too when started from a shell that ignores SIGINT (`&`)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     print(f"{time.strftime('%Y-%m-%dT%H:%M%z')}  load average {os.getloadavg()}  cpus {os.cpu_count()}")
     report(measure(args), args)
     return 0

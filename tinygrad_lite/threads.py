@@ -1,8 +1,21 @@
 """How many threads the engine's heavy lifting may use: NumPy's BLAS and Numba's pool.
 
-On a small shared machine a 2-thread pool collapses whenever another process holds a core,
-and the shapes of a small Transformer gain little from threads anyway, so the CLIs default
-to 1. `set_num_threads(n)` (or TINYGRAD_LITE_NUM_THREADS=n, read by the CLIs) sets both.
+One, unless you say otherwise. The count is set where work starts, never on import (importing
+changes no thread setting and compiles nothing): the CLIs set `--threads N` or 1, and a Trainer
+built from Python calls use_num_threads: its `threads` argument (TrainConfig.threads), else a
+count this process already chose with set_num_threads, else TINYGRAD_LITE_NUM_THREADS, else 1.
+
+Why 1, measured (bench/threads.py; bench/README.md, "Threads"): the libraries default to one
+thread per core, and their idle workers spin (OpenBLAS for up to 2^28 cycles, libgomp for
+GOMP_SPINCOUNT), so on a shared 2-core machine a 2-thread Trainer beside one CPU-bound process
+ran at 0.18x of 1 thread. Non-spinning waits (OMP_WAIT_POLICY=passive, OPENBLAS_THREAD_TIMEOUT=4,
+Numba's workqueue layer) help but stay below 1 thread (0.24-0.58x): a step split in two still
+waits for the half whose core is taken. They also must be set before NumPy and Numba load, too
+early for a library to choose them. On an idle machine 2 threads train 1.2x (SMALL) to 1.5x
+(BASE) faster: opt in with TINYGRAD_LITE_NUM_THREADS=2 when the cores are yours.
+
+Numba sizes its pool when it is first imported: a process that started at 1 thread keeps Numba
+at 1 (BLAS still follows later counts).
 """
 from __future__ import annotations
 
