@@ -61,13 +61,13 @@ def assert_close(a, b, dtype):
 def test_each_step_gives_the_plain_log_probs(variant, dtype):
     """Teacher-forced: the same prefix fed to both, step by step, on a ragged batch."""
     model = model_of(variant, dtype)
-    src, src_mask, memory = decoding._encode(model, ragged_sources(5))
+    src = ragged_sources(5)
     prefix = np.random.default_rng(3).integers(4, 29, size=(5, 7))
     prefix[:, 0] = BOS
     owner = np.arange(5)
     with tl.no_grad():
-        fused = decoder_kernel.DecoderKernel(model, memory.data, src_mask[:, 0, 0, :], 5, 7)
-        plain = decoding._CachedSteps(model, memory, src_mask)
+        fused = decoder_kernel.DecoderKernel(model, src, src != PAD, 5, 7)
+        plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
         for t in range(1, 8):
             got, want = fused.step(prefix[:, :t], owner), plain.step(prefix[:, :t], owner)
             assert got.dtype == want.dtype == dtype and got.shape == want.shape == (5, 29)
@@ -146,3 +146,23 @@ def test_a_model_without_final_norm_bias_still_decodes_on_the_plain_path():
     (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, src, BOS, NEVER, 5))
     np.testing.assert_array_equal(tokens, plain_tokens)
     np.testing.assert_array_equal(scores, plain_scores)  # both ran the plain path
+
+
+def test_an_encoder_the_kernels_do_not_implement_takes_the_plain_path():
+    model = model_of("post-LN", np.float64)
+    assert decoder_kernel.supports(model)
+    model.encoder.layers[1].add_norm2.norm.bias = None
+    assert not decoder_kernel.supports(model)
+    (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, ragged_sources(2), BOS,
+                                                                                NEVER, 4))
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    np.testing.assert_array_equal(scores, plain_scores)  # both ran the plain path
+
+
+def test_bad_source_ids_get_the_plain_paths_error():
+    model = model_of("post-LN", np.float32)
+    for switch in (fast.tricks_on, fast.tricks_off):
+        with switch("decoder_kernel"), pytest.raises(ValueError, match="token id 99 outside the vocabulary"):
+            greedy_decode(model, np.array([[4, 99]]), BOS, NEVER, 3)
+        with switch("decoder_kernel"), pytest.raises(ValueError, match="token id 99 outside the vocabulary"):
+            beam_search_batch(model, np.array([[4, 99]]), BOS, NEVER, beam_size=2, max_len=3)

@@ -1,27 +1,30 @@
-"""A whole decoder step as one Numba kernel: the fast twin of `Transformer.decode` with a cache.
+"""Decoding as Numba kernels: the encoder in one call, then each decoder step in one call.
 
 Decoding runs the decoder once per new token, on one token per row, so the plain path
-(`model.decode(..., cache=...)`: ~200 Tensor ops a step) spends its time in Python, not in
-arithmetic. `decoder_step` does the same arithmetic for all rows in one call:
+(`model.decode(..., cache=...)`: ~200 Tensor ops a step, and ~100 for the encoder) spends its
+time in Python, not in arithmetic. These kernels do the same arithmetic with no Tensor in between:
 
-    x = Embed(token)·√d_model + PE(t)
-    for each layer:                                       (post-LN; pre-LN norms first)
-        x = LayerNorm(x + SelfAttention(x))               K, V of step t written to the cache
-        x = LayerNorm(x + CrossAttention(x, memory))      the memory's K, V projected once
-        x = LayerNorm(x + W2·relu(W1·x + b1) + b2)
-    x = LayerNorm(x) if final_norm
-    log_probs = log_softmax(x·Wᵀ_generator + b)
+    encode:        memory = Encoder(Embed(src)·√d_model + PE)       then, per decoder layer,
+                   the memory's cross-attention K, V, projected once for the whole decode
+    decoder_step:  x = Embed(token)·√d_model + PE(t)
+                   for each layer:                                   (post-LN; pre-LN norms first)
+                       x = LayerNorm(x + SelfAttention(x))           K, V of step t go to the cache
+                       x = LayerNorm(x + CrossAttention(x, memory))
+                       x = LayerNorm(x + W2·relu(W1·x + b1) + b2)
+                   x = LayerNorm(x) if final_norm
+                   logits = x·Wᵀ_generator + b                       (log-softmax for beam search)
+    greedy_loop:   every step of greedy decoding, argmax and scores included, in one call
 
-The projections are BLAS products (np.dot inside Numba), the attention over the cached keys is
-a loop per (row, head). The caches are preallocated for the whole decode: self-attention K, V
-(N, rows, max_len, d_model) and the memory's K, V (N, sentences, S, d_model), read through
-`cache_rows` / `src_rows`, so beam search reorders only the self-attention rows and greedy
-decoding skips the rows that have finished. `greedy` runs the whole greedy loop in one call.
-The parameters are stacked by kind once per decode (`Weights`).
+The products are BLAS calls (np.dot inside Numba), the attention a loop per (row, head). The
+caches are preallocated for the whole decode, self-attention K, V (N, rows, max_len, d_model) and
+the memory's K, V (N, sentences, S, d_model), and read through `cache_rows` / `src_rows`: beam
+search reorders only the self-attention rows, and greedy decoding stops computing finished rows.
+The parameters are stacked by kind once per decode (`stack_of`).
 
-`supports(model)` says whether a model has only what this kernel implements (float32/float64,
-the model's own LayerNorms and Linears with biases); otherwise transformer.decoding runs the
-plain path, which is also this kernel's test oracle (tests/test_decoder_kernel.py).
+`supports(model)` says whether the model has only what these kernels implement (float32 or
+float64, LayerNorms and Linears with biases, no attention weights kept for display); otherwise
+transformer.decoding runs the plain path, which is also their test oracle
+(tests/test_decoder_kernel.py).
 """
 from __future__ import annotations
 
@@ -35,77 +38,65 @@ from tinygrad_lite.kernels import softmax as _softmax
 from tinygrad_lite.kernels.backend import FASTMATH, lazy_kernels
 from tinygrad_lite.kernels.softmax import _simd_exp
 
+# ---------------------------------------------------------------------------------------------
+# The model's parameters as the kernels read them
+# ---------------------------------------------------------------------------------------------
 
-def _array(tensor) -> np.ndarray:
-    """A parameter's array as the kernel takes it: C-contiguous and writable (copied only if not)."""
-    data = tensor.data
-    if data.flags.c_contiguous and data.flags.writeable:
-        return data
-    return np.array(data, order="C")
+def _linears(layer) -> dict:
+    """An encoder or decoder layer's Linears by the names the kernels give them."""
+    attn, ffn = layer.self_attn, layer.feed_forward
+    named = {"q": attn.w_q, "k": attn.w_k, "v": attn.w_v, "o": attn.w_o, "w_1": ffn.w_1, "w_2": ffn.w_2}
+    cross = getattr(layer, "cross_attn", None)
+    if cross is not None:
+        named.update(cross_q=cross.w_q, cross_k=cross.w_k, cross_v=cross.w_v, cross_o=cross.w_o)
+    return named
+
+
+def _add_norms(layer) -> list:
+    return [getattr(layer, name) for name in ("add_norm1", "add_norm2", "add_norm3") if hasattr(layer, name)]
 
 
 def supports(model) -> bool:
-    """True when the kernel implements everything this model's decoder does."""
+    """True when the kernels implement everything this model's encoder and decoder do."""
     dtype = model.generator.weight.dtype
-    if dtype not in (np.float32, np.float64):
-        return False
-    norms = [n for layer in model.decoder.layers for n in (layer.add_norm1, layer.add_norm2, layer.add_norm3)]
-    layer_norms = [n.norm for n in norms] + ([model.decoder.norm] if model.decoder.norm is not None else [])
-    linears = [model.generator] + [lin for layer in model.decoder.layers for lin in _linears(layer).values()]
-    return (all(n.norm_first == model.config.norm_first for n in norms)
-            and all(ln.weight is not None and ln.bias is not None and ln.weight.ndim == 1 for ln in layer_norms)
+    layers = list(model.encoder.layers) + list(model.decoder.layers)
+    add_norms = [n for layer in layers for n in _add_norms(layer)]
+    norms = [n.norm for n in add_norms] + [s.norm for s in (model.encoder, model.decoder) if s.norm is not None]
+    linears = [model.generator] + [lin for layer in layers for lin in _linears(layer).values()]
+    return (dtype in (np.float32, np.float64)
+            and all(n.norm_first == model.config.norm_first for n in add_norms)
+            and all(n.weight is not None and n.bias is not None and n.weight.ndim == 1 for n in norms)
             and all(lin.bias is not None and lin.weight.dtype == dtype for lin in linears)
-            and model.tgt_embed.lut.weight.dtype == dtype)
+            and not any(layer.self_attn.keep_weights or getattr(layer, "cross_attn", layer.self_attn).keep_weights
+                        for layer in layers)
+            and model.src_embed.lut.weight.dtype == model.tgt_embed.lut.weight.dtype == dtype)
 
 
-def _linears(layer) -> dict:
-    """A decoder layer's Linears by the names the kernel gives them."""
-    self_attn, cross_attn, ffn = layer.self_attn, layer.cross_attn, layer.feed_forward
-    return {"q": self_attn.w_q, "k": self_attn.w_k, "v": self_attn.w_v, "o": self_attn.w_o,
-            "cross_q": cross_attn.w_q, "cross_k": cross_attn.w_k, "cross_v": cross_attn.w_v, "cross_o": cross_attn.w_o,
-            "w_1": ffn.w_1, "w_2": ffn.w_2}
+def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",)) -> tuple:
+    """An encoder's or decoder's parameters as one tuple of arrays stacked over its N layers:
+    (qkv_w (N, 3d, d), qkv_b (N, 3d): self-attention's q, k, v as one product; attn_w (N, A, d, d),
+    attn_b (N, A, d): the `out_names` Linears; w_1 (N, d_ff, d), b_1, w_2 (N, d, d_ff), b_2;
+    norms (K·N + 1, 2, d): weight and bias of each layer's K Add & Norms, then of the final norm
+    (a placeholder without one), eps (K·N + 1,); final_norm; the embedding, √d_model, the PE table).
+    One copy a decode: Numba compiles a tuple of arrays indexed at run time slowly, these quickly."""
+    layers = [_linears(layer) for layer in stack.layers]
+    norms = [n.norm for layer in stack.layers for n in _add_norms(layer)]
+    norms.append(stack.norm if stack.norm is not None else norms[-1])
 
-
-class Weights(SimpleNamespace):
-    """The decoder's parameters stacked by kind, as the kernel reads them (one copy per decode:
-    Numba compiles a tuple of arrays indexed at run time slowly, a stacked array quickly):
-    qkv_w (N, 3d, d), qkv_b (N, 3d): self-attention's q, k, v as one product; attn_w (N, 3, d, d),
-    attn_b (N, 3, d): self-attention's w_o, cross-attention's w_q and w_o; w_1 (N, d_ff, d), b_1,
-    w_2 (N, d, d_ff), b_2; norms (3N + 1, 2, d) (weight, bias of each Add & Norm, then the final
-    norm's), eps (3N + 1,); the embedding, the PE table and the generator as they are. The
-    memory's keys and values are projected once, outside the kernel (`DecoderKernel`)."""
-
-    @classmethod
-    def of(cls, model, max_len: int):
-        c, dtype = model.config, model.generator.weight.dtype
-        layers = [_linears(layer) for layer in model.decoder.layers]
-        norms = [n.norm for layer in model.decoder.layers for n in (layer.add_norm1, layer.add_norm2, layer.add_norm3)]
-        final = model.decoder.norm
-        norms.append(final if final is not None else norms[-1])  # unused when there is no final norm
-
-        def stack(names, part, join=np.stack):  # one C-contiguous array over the layers
-            return np.array([join([getattr(lin[n], part).data for n in names]) for lin in layers], dtype=dtype)
-        return cls(
-            qkv_w=stack("qkv", "weight", np.concatenate), qkv_b=stack("qkv", "bias", np.concatenate),
-            attn_w=stack(("o", "cross_q", "cross_o"), "weight"), attn_b=stack(("o", "cross_q", "cross_o"), "bias"),
-            w_1=stack(["w_1"], "weight", np.concatenate), b_1=stack(["w_1"], "bias", np.concatenate),
-            w_2=stack(["w_2"], "weight", np.concatenate), b_2=stack(["w_2"], "bias", np.concatenate),
-            norms=np.array([[n.weight.data, n.bias.data] for n in norms], dtype=dtype),
-            eps=np.array([n.eps for n in norms], dtype=np.float64),
-            embed=_array(model.tgt_embed.lut.weight), embed_scale=dtype.type(math.sqrt(c.d_model)),
-            pe=np.ascontiguousarray(model.positional_encoding.table(max_len), dtype=dtype),
-            generator_w=_array(model.generator.weight), generator_b=_array(model.generator.bias),
-            heads=c.h, norm_first=bool(c.norm_first), final_norm=final is not None, layers=layers)
-
-    def args(self):
-        """The model's part of decoder_step's arguments, in order."""
-        return (self.qkv_w, self.qkv_b, self.attn_w, self.attn_b, self.w_1, self.b_1, self.w_2, self.b_2,
-                self.norms, self.eps, self.embed, self.embed_scale, self.pe, self.generator_w, self.generator_b,
-                self.heads, self.norm_first, self.final_norm)
+    def stacked(names, part, join=np.stack):  # one C-contiguous array over the layers
+        return np.array([join([getattr(lin[n], part).data for n in names]) for lin in layers], dtype=dtype)
+    return (stacked(("q", "k", "v"), "weight", np.concatenate), stacked(("q", "k", "v"), "bias", np.concatenate),
+            stacked(out_names, "weight"), stacked(out_names, "bias"),
+            stacked(["w_1"], "weight", np.concatenate), stacked(["w_1"], "bias", np.concatenate),
+            stacked(["w_2"], "weight", np.concatenate), stacked(["w_2"], "bias", np.concatenate),
+            np.array([[n.weight.data, n.bias.data] for n in norms], dtype=dtype),
+            np.array([n.eps for n in norms], dtype=np.float64), stack.norm is not None,
+            np.ascontiguousarray(embeddings.lut.weight.data), dtype.type(math.sqrt(embeddings.d_model)),
+            np.ascontiguousarray(pe, dtype=dtype))
 
 
 # ---------------------------------------------------------------------------------------------
-# The kernel's parts, compiled inline into decoder_step (register_jitable in _kernels)
+# The kernels' parts (register_jitable in _kernels; plain NumPy otherwise)
 # ---------------------------------------------------------------------------------------------
 
 def _linear(x, weight, bias):
@@ -133,6 +124,27 @@ def _layer_norm(x, weight, bias, eps):
         for j in range(d):
             y[r, j] = (x[r, j] - mean) * rstd * weight[j] + bias[j]
     return y
+
+
+def _norm_in(x, stack, i, norm_first):
+    """What sub-layer i reads: LayerNorm(x) for pre-LN, x for post-LN."""
+    norms, eps = stack[8], stack[9]
+    return _layer_norm(x, norms[i, 0], norms[i, 1], eps[i]) if norm_first else x
+
+
+def _norm_out(x, y, stack, i, norm_first):
+    """Add & Norm after sub-layer i gave y: x + y (pre-LN), LayerNorm(x + y) (post-LN)."""
+    norms, eps = stack[8], stack[9]
+    return x + y if norm_first else _layer_norm(x + y, norms[i, 0], norms[i, 1], eps[i])
+
+
+def _feed_forward(h, stack, layer):
+    """W2·relu(W1·h + b1) + b2."""
+    hidden = _linear(h, stack[4][layer], stack[5][layer])
+    for r in range(hidden.shape[0]):
+        for j in range(hidden.shape[1]):
+            hidden[r, j] = max(hidden[r, j], 0)
+    return _linear(hidden, stack[6][layer], stack[7][layer])
 
 
 def _attend(q, keys, values, kv_rows, n_keys, key_ok, masked, heads):
@@ -177,7 +189,7 @@ def _log_sum_exp(row, top):
 
 
 def _log_softmax(logits):
-    """Rows of logits - max - log(sum(exp(logits - max))): beam search's log-probs."""
+    """Rows of logits - max - log(sum(exp(logits - max))): what beam search ranks."""
     out = np.empty_like(logits)
     for r in range(logits.shape[0]):
         top = logits[r].max()
@@ -187,71 +199,80 @@ def _log_softmax(logits):
     return out
 
 
-def _sublayer(x, which, layer, model, attend_args):
-    """One Add & Norm around sub-layer `which` (0 self-attention, 1 cross-attention, 2 FFN)."""
-    qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2, b_2, norms, eps, norm_first = model
-    norm = 3 * layer + which
-    h = _layer_norm(x, norms[norm, 0], norms[norm, 1], eps[norm]) if norm_first else x
-    if which == 2:
-        hidden = _linear(h, w_1[layer], b_1[layer])
-        for r in range(hidden.shape[0]):
-            for j in range(hidden.shape[1]):
-                hidden[r, j] = max(hidden[r, j], 0)
-        y = _linear(hidden, w_2[layer], b_2[layer])
-    else:
-        keys, values, kv_rows, n_keys, key_ok, masked, pos, heads = attend_args
-        d = x.shape[1]
-        if which == 0:  # q, k, v in one product; this step's keys/values go into the cache
-            qkv = _linear(h, qkv_w[layer], qkv_b[layer])
-            q = qkv[:, :d].copy()
-            for r in range(x.shape[0]):
-                keys[kv_rows[r], pos] = qkv[r, d:2 * d]
-                values[kv_rows[r], pos] = qkv[r, 2 * d:]
-        else:
-            q = _linear(h, attn_w[layer, 1], attn_b[layer, 1])
-        out = 0 if which == 0 else 2
-        y = _linear(_attend(q, keys, values, kv_rows, n_keys, key_ok, masked, heads),
-                    attn_w[layer, out], attn_b[layer, out])
-    if norm_first:
-        return x + y
-    return _layer_norm(x + y, norms[norm, 0], norms[norm, 1], eps[norm])
+def _embed(ids, positions, stack):
+    """Embed(ids)·√d_model + PE(positions), one row per id."""
+    embed, scale, pe = stack[11], stack[12], stack[13]
+    x = np.empty((ids.shape[0], embed.shape[1]), embed.dtype)
+    for r in range(ids.shape[0]):
+        x[r] = embed[ids[r]] * scale + pe[positions[r]]
+    return x
 
 
-def decoder_step(ids, pos, cache_rows, src_rows, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2, b_2, norms, eps,
-                 embed, embed_scale, pe, generator_w, generator_b, heads, norm_first, final_norm,
+def _final_norm(x, stack, index):
+    return _layer_norm(x, stack[8][index, 0], stack[8][index, 1], stack[9][index]) if stack[10] else x
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernels
+# ---------------------------------------------------------------------------------------------
+
+def encode(src, src_ok, stack, heads, norm_first, cross_kv_w, cross_kv_b):
+    """The encoder on src (B, S) ids, then each decoder layer's cross-attention K, V of its memory:
+    (cross_k, cross_v), each (N_decoder, B, S, d_model). cross_kv_w (N, 2, d, d) holds w_k, w_v."""
+    B, S = src.shape
+    d = stack[0].shape[2]
+    rows = np.arange(B * S)
+    x = _embed(src.reshape(B * S), rows % S, stack)
+    sentence = rows // S
+    keys, values = np.empty((B, S, d), x.dtype), np.empty((B, S, d), x.dtype)
+    for layer in range(stack[0].shape[0]):
+        qkv = _linear(_norm_in(x, stack, 2 * layer, norm_first), stack[0][layer], stack[1][layer])
+        keys.reshape(B * S, d)[:] = qkv[:, d:2 * d]
+        values.reshape(B * S, d)[:] = qkv[:, 2 * d:]
+        y = _attend(qkv[:, :d].copy(), keys, values, sentence, S, src_ok, True, heads)
+        x = _norm_out(x, _linear(y, stack[2][layer, 0], stack[3][layer, 0]), stack, 2 * layer, norm_first)
+        y = _feed_forward(_norm_in(x, stack, 2 * layer + 1, norm_first), stack, layer)
+        x = _norm_out(x, y, stack, 2 * layer + 1, norm_first)
+    memory = _final_norm(x, stack, 2 * stack[0].shape[0])
+    N = cross_kv_w.shape[0]
+    cross_k, cross_v = np.empty((N, B, S, d), x.dtype), np.empty((N, B, S, d), x.dtype)
+    for layer in range(N):
+        cross_k[layer].reshape(B * S, d)[:] = _linear(memory, cross_kv_w[layer, 0], cross_kv_b[layer, 0])
+        cross_v[layer].reshape(B * S, d)[:] = _linear(memory, cross_kv_w[layer, 1], cross_kv_b[layer, 1])
+    return cross_k, cross_v
+
+
+def decoder_step(ids, pos, cache_rows, src_rows, stack, generator_w, generator_b, heads, norm_first,
                  self_k, self_v, cross_k, cross_v, src_ok):
-    """Logits (R, V) of the next token for R rows whose newest token is `ids` at position
-    `pos`; row r's self-attention cache is row cache_rows[r], its sentence src_rows[r]."""
-    R, d = ids.shape[0], embed.shape[1]
-    layers = self_k.shape[0]
-    model = (qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2, b_2, norms, eps, norm_first)
-    x = np.empty((R, d), embed.dtype)
-    for r in range(R):
-        x[r] = embed[ids[r]] * embed_scale + pe[pos]
-    for layer in range(layers):
-        x = _sublayer(x, 0, layer, model, (self_k[layer], self_v[layer], cache_rows, pos + 1, src_ok, False, pos,
-                                           heads))
-        x = _sublayer(x, 1, layer, model, (cross_k[layer], cross_v[layer], src_rows, cross_k.shape[2], src_ok,
-                                           True, pos, heads))
-        x = _sublayer(x, 2, layer, model, (cross_k[layer], cross_v[layer], src_rows, 0, src_ok, False, pos,
-                                           heads))
-    if final_norm:
-        x = _layer_norm(x, norms[3 * layers, 0], norms[3 * layers, 1], eps[3 * layers])
-    return _linear(x, generator_w, generator_b)
+    """Logits (R, V) of the next token for R rows whose newest token is `ids` at position `pos`;
+    row r's self-attention cache is row cache_rows[r], its sentence src_rows[r]."""
+    d = self_k.shape[3]
+    x = _embed(ids, np.full(ids.shape[0], pos), stack)
+    for layer in range(stack[0].shape[0]):
+        n = 3 * layer
+        qkv = _linear(_norm_in(x, stack, n, norm_first), stack[0][layer], stack[1][layer])
+        for r in range(ids.shape[0]):  # this step's keys and values join the cache
+            self_k[layer, cache_rows[r], pos] = qkv[r, d:2 * d]
+            self_v[layer, cache_rows[r], pos] = qkv[r, 2 * d:]
+        y = _attend(qkv[:, :d].copy(), self_k[layer], self_v[layer], cache_rows, pos + 1, src_ok, False, heads)
+        x = _norm_out(x, _linear(y, stack[2][layer, 0], stack[3][layer, 0]), stack, n, norm_first)
+        q = _linear(_norm_in(x, stack, n + 1, norm_first), stack[2][layer, 1], stack[3][layer, 1])
+        y = _attend(q, cross_k[layer], cross_v[layer], src_rows, cross_k.shape[2], src_ok, True, heads)
+        x = _norm_out(x, _linear(y, stack[2][layer, 2], stack[3][layer, 2]), stack, n + 1, norm_first)
+        y = _feed_forward(_norm_in(x, stack, n + 2, norm_first), stack, layer)
+        x = _norm_out(x, y, stack, n + 2, norm_first)
+    return _linear(_final_norm(x, stack, 3 * stack[0].shape[0]), generator_w, generator_b)
 
 
-def log_probs_step(ids, pos, cache_rows, src_rows, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2, b_2, norms, eps,
-                   embed, embed_scale, pe, generator_w, generator_b, heads, norm_first, final_norm,
+def log_probs_step(ids, pos, cache_rows, src_rows, stack, generator_w, generator_b, heads, norm_first,
                    self_k, self_v, cross_k, cross_v, src_ok):
     """decoder_step's log-softmax (R, V): what beam search ranks."""
-    return _log_softmax(decoder_step(ids, pos, cache_rows, src_rows, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2,
-                                     b_2, norms, eps, embed, embed_scale, pe, generator_w, generator_b, heads,
-                                     norm_first, final_norm, self_k, self_v, cross_k, cross_v, src_ok))
+    return _log_softmax(decoder_step(ids, pos, cache_rows, src_rows, stack, generator_w, generator_b, heads,
+                                     norm_first, self_k, self_v, cross_k, cross_v, src_ok))
 
 
-def greedy_loop(bos, eos, pad, max_len, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2, b_2, norms, eps, embed,
-                embed_scale, pe, generator_w, generator_b, heads, norm_first, final_norm, self_k, self_v,
-                cross_k, cross_v, src_ok):
+def greedy_loop(bos, eos, pad, max_len, stack, generator_w, generator_b, heads, norm_first,
+                self_k, self_v, cross_k, cross_v, src_ok):
     """Greedy decoding of every sentence: (tokens (B, max_len), total log-prob (B,), steps run).
     A row that produced <eos> is padded with pad_id afterwards and no longer computed."""
     B = src_ok.shape[0]
@@ -260,8 +281,7 @@ def greedy_loop(bos, eos, pad, max_len, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, 
     active = np.arange(B)
     ids = np.full(B, bos, np.int64)
     for pos in range(max_len):
-        logits = decoder_step(ids, pos, active, active, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, w_2, b_2, norms,
-                              eps, embed, embed_scale, pe, generator_w, generator_b, heads, norm_first, final_norm,
+        logits = decoder_step(ids, pos, active, active, stack, generator_w, generator_b, heads, norm_first,
                               self_k, self_v, cross_k, cross_v, src_ok)
         alive = 0
         for r in range(active.shape[0]):
@@ -279,13 +299,14 @@ def greedy_loop(bos, eos, pad, max_len, qkv_w, qkv_b, attn_w, attn_b, w_1, b_1, 
 
 @lazy_kernels
 def _kernels(numba):
-    """Compile-on-first-use kernels: decoder_step and the greedy loop around it."""
+    """Compile-on-first-use kernels: encode, the decoder step's log-probs, the greedy loop."""
     from numba.extending import register_jitable
     _softmax._numba_kernels()  # registers _simd_exp
-    for part in (_linear, _layer_norm, _attend, _log_sum_exp, _log_softmax, _sublayer, decoder_step):
+    for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _log_sum_exp, _log_softmax,
+                 _embed, _final_norm, decoder_step):
         register_jitable(part)
     njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
-    return SimpleNamespace(step=njit(log_probs_step), greedy=njit(greedy_loop))
+    return SimpleNamespace(encode=njit(encode), step=njit(log_probs_step), greedy=njit(greedy_loop))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,31 +314,37 @@ def _kernels(numba):
 # ---------------------------------------------------------------------------------------------
 
 class DecoderKernel:
-    """The caches and weights of one decode: memory (B, S, d_model) and src_ok (B, S) (True =
-    a real source token) of B sentences, up to `rows` decoded rows and `max_len` new tokens."""
+    """One decode of src (B, S) ids (src_ok (B, S): True = a real token) with up to `rows` rows
+    and `max_len` new tokens: the encoder has run, the caches are allocated."""
 
-    def __init__(self, model, memory: np.ndarray, src_ok: np.ndarray, rows: int, max_len: int):
-        w = Weights.of(model, max(max_len, 1))
-        B, S, d = memory.shape
-        N = w.attn_w.shape[0]
-        memory = memory.reshape(B * S, d)
-        self.cross_k, self.cross_v = (np.empty((N, B, S, d), memory.dtype) for _ in range(2))
-        for layer, linears in enumerate(w.layers):  # the memory's keys and values, projected once
-            for cache, name in ((self.cross_k, "cross_k"), (self.cross_v, "cross_v")):
-                cache[layer] = (memory @ linears[name].weight.data.T + linears[name].bias.data).reshape(B, S, d)
-        self.self_k, self.self_v = (np.zeros((N, rows, max(max_len, 1), d), memory.dtype) for _ in range(2))
+    def __init__(self, model, src: np.ndarray, src_ok: np.ndarray, rows: int, max_len: int):
+        dtype = model.generator.weight.dtype
+        B, S = src.shape
+        pe = model.positional_encoding.table(max(S, max_len, 1))
+        self.stack = stack_of(model.decoder, model.tgt_embed, pe, dtype, ("o", "cross_q", "cross_o"))
+        cross_kv = [_linears(layer) for layer in model.decoder.layers]
+        cross_kv_w = np.array([[lin["cross_k"].weight.data, lin["cross_v"].weight.data] for lin in cross_kv], dtype)
+        cross_kv_b = np.array([[lin["cross_k"].bias.data, lin["cross_v"].bias.data] for lin in cross_kv], dtype)
+        self.generator = np.ascontiguousarray(model.generator.weight.data), model.generator.bias.data
+        self.heads, self.norm_first = model.config.h, bool(model.config.norm_first)
         self.src_ok = np.ascontiguousarray(src_ok)
-        self.model_args = w.args()
+        self.cross_k, self.cross_v = _kernels().encode(
+            np.ascontiguousarray(src, dtype=np.int64), self.src_ok, stack_of(model.encoder, model.src_embed, pe, dtype),
+            self.heads, self.norm_first, cross_kv_w, cross_kv_b)
+        N, d = len(cross_kv), model.config.d_model
+        self.self_k, self.self_v = (np.zeros((N, rows, max(max_len, 1), d), dtype) for _ in range(2))
+        self.pos = 0
 
-    def _caches(self):
-        return self.self_k, self.self_v, self.cross_k, self.cross_v, self.src_ok
+    def _args(self):
+        return (self.stack, *self.generator, self.heads, self.norm_first, self.self_k, self.self_v,
+                self.cross_k, self.cross_v, self.src_ok)
 
     def step(self, prefix: np.ndarray, owner: np.ndarray) -> np.ndarray:
         """Log-probs (R, V) of the next token after prefix (R, t) (only its last column is read:
         the cache holds the rest) for rows 0..R-1 of the cache; row r decodes sentence owner[r]."""
         R, t = prefix.shape
         return _kernels().step(np.ascontiguousarray(prefix[:, -1], dtype=np.int64), t - 1, np.arange(R),
-                               np.ascontiguousarray(owner, dtype=np.int64), *self.model_args, *self._caches())
+                               np.ascontiguousarray(owner, dtype=np.int64), *self._args())
 
     def reorder(self, rows: np.ndarray, length: int, owner=None):
         """Cache row i becomes old row rows[i], for the first `length` positions (beam search)."""
@@ -326,6 +353,5 @@ class DecoderKernel:
 
     def greedy(self, bos_id: int, eos_id: int, pad_id: int, max_len: int):
         """(tokens (B, steps), total log-prob (B,)) as transformer.decoding.greedy_decode."""
-        tokens, score, steps = _kernels().greedy(bos_id, eos_id, pad_id, max_len, *self.model_args,
-                                                 *self._caches())
+        tokens, score, steps = _kernels().greedy(bos_id, eos_id, pad_id, max_len, *self._args())
         return tokens[:, :steps], score

@@ -53,11 +53,18 @@ def _new_cache(model) -> list:
     return [{**layer, "self": KeyValueBuffer()} for layer in model.new_cache()]
 
 
-def _encode(model, src):
+def _source(model, src):
+    """src ((B, S) or (S,) ids) as checked (B, S) ids and their padding mask (B, 1, 1, S)."""
     src = np.asarray(src.data if isinstance(src, Tensor) else src)
     if src.ndim == 1:
         src = src[None]
     src_mask = padding_mask(src, model.config.pad_id)
+    return src, src_mask
+
+
+def _encode(model, src):
+    """(src ids, their padding mask, the encoder's memory (B, S, d_model))."""
+    src, src_mask = _source(model, src)
     return src, src_mask, model.encode(src, src_mask)
 
 
@@ -71,13 +78,14 @@ def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -
     return kernels.log_softmax_forward(logits.data[:, -1])
 
 
-def _fused_decoder(model, memory: Tensor, src_mask: np.ndarray, rows: int, max_len: int):
-    """The decoder_kernel trick: a whole decoder step as one Numba kernel (transformer.decoder_kernel),
-    or None where the plain step (`_step`, its test oracle) runs: trick off, NumPy backend, or a
-    model the kernel does not implement."""
+def _fused_decoder(model, src: np.ndarray, src_mask: np.ndarray, rows: int, max_len: int):
+    """The decoder_kernel trick: the encoder in one Numba call and each decoder step in one
+    (transformer.decoder_kernel), or None where the plain path (model.encode, then `_step`: their
+    test oracle) runs: trick off, the NumPy backend, or a model the kernels do not implement."""
     if TRICKS.decoder_kernel:
         if kernels.get_backend() == "numba" and decoder_kernel.supports(model):
-            return decoder_kernel.DecoderKernel(model, memory.data, src_mask[:, 0, 0, :], rows, max_len)
+            model._check_tokens("src", src, model.config.src_vocab)
+            return decoder_kernel.DecoderKernel(model, src, src_mask[:, 0, 0, :], rows, max_len)
     return None
 
 
@@ -93,11 +101,11 @@ def _eval_mode(model):
             model.train()
 
 
-def _decode_loop(model, encoded, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):
-    """Run the decoder one token at a time from encoded = _encode(model, src); choose(log_probs
-    (B, V)) -> next ids (B,). Returns (tokens (B, ≤max_len) without <bos>, their total log-prob
-    (B,)); rows that produced <eos> are padded with pad_id afterwards."""
-    src, src_mask, memory = encoded
+def _decode_loop(model, src, src_mask, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):
+    """Run the decoder one token at a time on src (B, S) ids; choose(log_probs (B, V)) -> next
+    ids (B,). Returns (tokens (B, ≤max_len) without <bos>, their total log-prob (B,)); rows that
+    produced <eos> are padded with pad_id afterwards."""
+    memory = model.encode(src, src_mask)
     B = src.shape[0]
     prefix = np.full((B, 1), bos_id, dtype=np.int64)
     cache = _new_cache(model) if use_cache else None
@@ -120,11 +128,11 @@ def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_c
     """src: (B, S) or (S,) ids -> (tokens (B, ≤max_len) without <bos>, total log-prob (B,)).
     Rows that produced <eos> are padded with pad_id afterwards."""
     with _eval_mode(model):
-        src, src_mask, memory = encoded = _encode(model, src)
-        fused = _fused_decoder(model, memory, src_mask, src.shape[0], max_len) if use_cache else None
+        src, src_mask = _source(model, src)
+        fused = _fused_decoder(model, src, src_mask, src.shape[0], max_len) if use_cache else None
         if fused is not None:
             return fused.greedy(bos_id, eos_id, model.config.pad_id, max_len)
-        return _decode_loop(model, encoded, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
+        return _decode_loop(model, src, src_mask, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
 
 
 @no_grad()
@@ -143,14 +151,15 @@ def sample_decode(model, src, bos_id: int, eos_id: int, temperature: float = 1.0
         return np.array([rng.choice(len(row), p=row) for row in p])
 
     with _eval_mode(model):
-        return _decode_loop(model, _encode(model, src), bos_id, eos_id, max_len, sample)[0]
+        return _decode_loop(model, *_source(model, src), bos_id, eos_id, max_len, sample)[0]
 
 
 class _CachedSteps:
     """The plain step for beam search: model.decode on each row's newest token with the Tensor
     key/value cache; the rows' memory and mask follow the rows (`_fused_decoder` is its twin)."""
 
-    def __init__(self, model, memory: Tensor, src_mask: np.ndarray):
+    def __init__(self, model, src: np.ndarray, src_mask: np.ndarray):
+        memory = model.encode(src, src_mask)
         self.model, self.memory, self.src_mask, self.cache = model, memory, src_mask, _new_cache(model)
         self.step_memory, self.step_mask = memory, src_mask
 
@@ -221,13 +230,13 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
     with _eval_mode(model):
-        src, src_mask, memory = _encode(model, src)
+        src, src_mask = _source(model, src)
         B = src.shape[0]
         hyps = [_Hypotheses(length_penalty) for _ in range(B)]
         owner = np.arange(B)                                   # the sentence each alive row extends
         prefix = np.full((B, 1), bos_id, dtype=np.int64)       # (rows, t): all alive rows
         scores = np.zeros(B)
-        steps = _fused_decoder(model, memory, src_mask, B * beam_size, max_len) or _CachedSteps(model, memory, src_mask)
+        steps = _fused_decoder(model, src, src_mask, B * beam_size, max_len) or _CachedSteps(model, src, src_mask)
         for step in range(max_len):
             logp = steps.step(prefix, owner)                   # (rows, V)
             total = scores[:, None] + logp
