@@ -78,7 +78,7 @@ def transformer_step(dtype=np.float64):
     return [loss.data, logits.data] + [p.grad for p in model.parameters()]
 
 
-ROUNDED = ("decoder_kernel", "fused_qkv")  # equal to rounding only: their own tests below and elsewhere
+ROUNDED = ("decoder_kernel",)  # equal to rounding only: tests/test_decoder_kernel.py
 BIT_EXACT = tuple(n for n in fast.NAMES if n not in ROUNDED)
 
 
@@ -249,38 +249,3 @@ def test_fused_kernels_match_their_numpy_twins(backend, dtype):
                          fused.relu_dropout_backward_numpy(g.reshape(20, 6), h, scale)])
     assert (h > 0).any() and (h == 0).any() and np.isin(fused.add_dropout_numpy(x, s, keep, scale), x).any()
 
-
-# ---------------------------------------------------------------- fused_qkv
-@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-10), (np.float32, 1e-5)])
-def test_stacked_projections_match_three_linears(dtype, tol):
-    """One product for Q, K, V sums in another order than three: equal to rounding (float64 to
-    1e-10, float32 to 1e-5 of the largest value), the same dropout draws."""
-    (ops_on, on), (ops_off, off) = both(lambda: ops_and_step(dtype), "fused_qkv")
-    assert "projected_attention" in ops_on and "projected_attention" not in ops_off
-    for a, b in zip(on, off):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(np.abs(b).max(), 1e-3))
-
-
-def test_stacked_projections_keep_the_parameters_and_their_names():
-    def run():
-        tl.manual_seed(0)
-        from transformer.attention import MultiHeadAttention
-        attn = MultiHeadAttention(8, 2, dropout=0.0, dtype=np.float64)
-        rng = np.random.default_rng(4)
-        x = Tensor(rng.standard_normal((2, 3, 8)), requires_grad=True)
-        memory = Tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
-        mask = np.ones((2, 1, 1, 5), bool)
-        mask[0, ..., 4] = False
-        (attn(x, x, x).sum() + (attn(x, memory, memory, mask) ** 2).sum()).backward()
-        return list(attn.state_dict()), [x.grad, memory.grad] + [p.grad for p in attn.parameters()]
-    (names_on, on), (names_off, off) = both(run, "fused_qkv")
-    assert names_on == names_off and "w_q.weight" in names_on and "w_v.bias" in names_on
-    for a, b in zip(on, off):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
-
-
-def test_stacked_projections_refuse_mixed_biases():
-    w = Tensor(np.ones((4, 4), np.float32))
-    x = Tensor(np.ones((1, 2, 4), np.float32))
-    with pytest.raises(ValueError, match="projected_attention: W_q, W_k, W_v must have one number of rows"):
-        F.projected_attention(x, x, (w, w, w), (None, Tensor(np.ones(4, np.float32)), None), heads=2)

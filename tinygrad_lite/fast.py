@@ -23,7 +23,7 @@ from .autograd import _state as _autograd_state  # per-thread grad mode and anom
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "decoder_kernel", "fused_qkv")
+         "fused_ffn", "decoder_kernel")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -174,19 +174,3 @@ def linear_relu_dropout(x, linear, dropout):
 # floor, transformer/decoder_kernel.py (tinygrad_lite never imports transformer); plain version:
 # transformer.decoding._step, its oracle within float tolerance (tests/test_decoder_kernel.py).
 
-
-# ---------------------------------------------------------------- fused_qkv
-
-def projected_attention(query, memory, attention, mask):
-    """Why: training small 3.5% faster (off/on 1.035, CPU clock, 2026-12-01): 3 products become 1.
-
-    Multi-head attention's Q, K, V projections as one matrix product with the rows of W_q, W_k,
-    W_v stacked (K, V as one when the memory is not the query), inside one op with the attention,
-    nn.functional.projected_attention: fewer, larger BLAS calls, one input-gradient product
-    instead of three and their sums. The parameters stay three. Plain version:
-    transformer.attention.MultiHeadAttention.attend."""
-    from .nn.functional import projected_attention
-    a = attention
-    return projected_attention(query, memory, (a.w_q.weight, a.w_k.weight, a.w_v.weight),
-                               (a.w_q.bias, a.w_k.bias, a.w_v.bias), a.h, mask, a.dropout.p, a.dropout.training,
-                               need_weights=True)

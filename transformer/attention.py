@@ -13,8 +13,7 @@ import math
 
 import numpy as np
 
-from tinygrad_lite import Tensor, fast
-from tinygrad_lite.fast import TRICKS
+from tinygrad_lite import Tensor
 from tinygrad_lite.nn import Dropout, Linear, Module
 from tinygrad_lite.nn import functional as F
 
@@ -76,16 +75,6 @@ class MultiHeadAttention(Module):
 
         `cache`: see `project_keys_values` (incremental decoding, `transformer.decoding`).
         """
-        if TRICKS.fused_qkv and self.fused and cache is None and key is value:  # (tinygrad_lite/fast.py)
-            out, weights = fast.projected_attention(query, key, self, mask)
-        else:
-            out, weights = self.attend(query, key, value, mask, cache, static_kv)
-        if self.keep_weights:
-            self.weights = weights
-        return self.w_o(out)
-
-    def attend(self, query: Tensor, key: Tensor, value: Tensor, mask, cache: dict | None, static_kv: bool):
-        """(the heads' output (B, T_q, h·d_v) before W^O, the weights (B, h, T_q, T_k) as an ndarray)."""
         q = self.w_q(query)                                              # (B, T_q, h·d_k)
         k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, h·d_k)
         if self.fused:  # one kernel on (B, T, h·d_k) as the projections give it: no head copies
@@ -96,7 +85,9 @@ class MultiHeadAttention(Module):
                 self.split_heads(q), self.split_heads(k), self.split_heads(v), mask, self.dropout,
                 return_weights=True)                                     # (B, h, T_q, d_k)
             out, weights = self.merge_heads(heads), weights.data
-        return out, weights
+        if self.keep_weights:
+            self.weights = weights
+        return self.w_o(out)
 
     def project_keys_values(self, key: Tensor, value: Tensor, cache: dict | None, static_kv: bool):
         """K = key·W^K, V = value·W^V, (B, T_k, d_model).

@@ -219,68 +219,6 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
     return (result, weights) if need_weights else result
 
 
-def projected_attention(query: Tensor, memory: Tensor, weights: tuple, biases: tuple, heads: int, mask=None,
-                        dropout_p: float = 0.0, training: bool = True, need_weights: bool = False):
-    """fused_attention(query·W_qᵀ + b_q, memory·W_kᵀ + b_k, memory·W_vᵀ + b_v, heads=heads) as ONE op
-    whose projections are one matrix product (two when memory is not query), as PyTorch's in_proj.
-
-    weights = (W_q, W_k, W_v), each (h·d, d_in), biases the same three (or None each): the
-    parameters stay three; their rows are stacked for the product, and the weight gradient comes
-    back as one product split by rows. Returns the heads' output (B, T_q, h·d_v), before W^O
-    (and the attention weights as an ndarray with need_weights)."""
-    op = "projected_attention"
-    heads = positive_int(op, "heads", heads)
-    dropout_p = probability(op, "dropout_p", dropout_p)
-    if not (isinstance(query, Tensor) and isinstance(memory, Tensor)):
-        raise TypeError(f"{op}: query and memory must be Tensors, got {type(query).__name__}, "
-                        f"{type(memory).__name__}")
-    for x, w, b in zip((query, memory, memory), weights, biases):
-        _linear_arrays(x, w, b)
-    width = weights[0].shape[0]
-    with_bias = biases[0] is not None
-    if any(w.shape[0] != width for w in weights) or any((b is not None) != with_bias for b in biases):
-        raise ValueError(f"{op}: W_q, W_k, W_v must have one number of rows and all or none a bias, got "
-                         f"{[w.shape for w in weights]} and {[None if b is None else b.shape for b in biases]}")
-    groups = [(query, (0, 1, 2))] if memory is query else [(query, (0,)), (memory, (1, 2))]
-    stacked = [(x, np.concatenate([weights[i].data for i in parts]),
-                np.concatenate([biases[i].data for i in parts]) if with_bias else None) for x, parts in groups]
-    projected = []
-    for x, w, b in stacked:
-        product = x.data.reshape(-1, x.shape[-1]) @ w.T
-        if b is not None:
-            product += b
-        projected += [_split_heads(op, "projection", part.reshape(x.shape[:-1] + (-1,)), heads)
-                      for part in (block.T for block in _blocks(product.T, width))]
-    qd, kd, vd = projected
-    mask = _check_attention(op, qd, kd, vd, mask)
-    keep, keep_scale = None, 1.0
-    if training and dropout_p > 0:
-        keep = dropout_keep_mask((qd.shape[0], heads, qd.shape[1], kd.shape[1]), dropout_p)
-        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
-    out, attn = K.attention_forward(qd, kd, vd, None, mask, keep, keep_scale)
-
-    def backward(g):
-        grads = iter(K.attention_backward(qd, kd, vd, attn, g.reshape(g.shape[:2] + (heads, -1)), None, keep,
-                                          keep_scale))
-        dxs, dws, dbs = [], [], []
-        for x, w, _ in stacked:
-            g2 = np.concatenate([next(grads).reshape(-1, width) for _ in range(w.shape[0] // width)], axis=1)
-            x2 = x.data.reshape(-1, x.shape[-1])
-            dxs.append((g2 @ w).reshape(x.shape) if x.requires_grad else None)
-            dws += _blocks(g2.T @ x2, width)
-            if with_bias:
-                dbs += _blocks(g2.sum(axis=0), width)
-        return tuple(dxs + dws + dbs)
-    parents = tuple(x for x, _ in groups) + tuple(weights) + (tuple(biases) if with_bias else ())
-    result = query._make(out.reshape(out.shape[:2] + (-1,)), op, parents, backward)
-    return (result, attn) if need_weights else result
-
-
-def _blocks(x: np.ndarray, width: int) -> list:
-    """x cut along its first axis into blocks of `width` rows (views; np.split costs ~10 us more)."""
-    return [x[i:i + width] for i in range(0, x.shape[0], width)]
-
-
 def _split_heads(op: str, name: str, x: np.ndarray, heads: int) -> np.ndarray:
     """(B, T, h·d) -> (B, T, h, d), a view."""
     shape = x.shape
