@@ -11,7 +11,8 @@ GOMP_SPINCOUNT), so on a shared 2-core machine a 2-thread Trainer beside one CPU
 ran at 0.18x of 1 thread. Non-spinning waits (OMP_WAIT_POLICY=passive, OPENBLAS_THREAD_TIMEOUT=4,
 Numba's workqueue layer) help but stay below 1 thread (0.24-0.58x): a step split in two still
 waits for the half whose core is taken. They also must be set before NumPy and Numba load, too
-early for a library to choose them. On an idle machine 2 threads train 1.2x (SMALL) to 1.5x
+early for a library to choose them. The 1-thread default beside a busy process: 0.92x of an
+explicit 1 thread (noise; the same code). On an idle machine 2 threads train 1.2x (SMALL) to 1.5x
 (BASE) faster: opt in with TINYGRAD_LITE_NUM_THREADS=2 when the cores are yours.
 
 Numba sizes its pool when it is first imported: a process that started at 1 thread keeps Numba
