@@ -166,3 +166,21 @@ def test_bad_source_ids_get_the_plain_paths_error():
             greedy_decode(model, np.array([[4, 99]]), BOS, NEVER, 3)
         with switch("decoder_kernel"), pytest.raises(ValueError, match="token id 99 outside the vocabulary"):
             beam_search_batch(model, np.array([[4, 99]]), BOS, NEVER, beam_size=2, max_len=3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_source_of_padding_only_decodes_as_on_the_plain_path(dtype):
+    """The kernel's encoder skips <pad> rows; a sentence with no real token at all still gets the
+    plain path's tokens (every key masked: zero attention)."""
+    model = model_of("pre-LN, final norm", dtype)
+    src = ragged_sources(3)
+    src[1] = PAD
+    (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, src, BOS, NEVER, 6))
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    assert_close(scores, plain_scores, dtype)
+
+
+def test_greedy_decoding_leaves_the_model_in_its_mode():
+    model = model_of("post-LN", np.float32).train()
+    greedy_decode(model, ragged_sources(2), BOS, NEVER, 3)
+    assert model.training and all(m.training for m in model.modules())

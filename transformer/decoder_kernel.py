@@ -15,7 +15,8 @@ time in Python, not in arithmetic. These kernels do the same arithmetic with no 
                    logits = x·Wᵀ_generator + b                       (log-softmax for beam search)
     greedy_loop:   every step of greedy decoding, argmax and scores included, in one call
 
-The products are BLAS calls (np.dot inside Numba), the attention a loop per (row, head). The
+The products are BLAS calls (np.dot inside Numba), the attention a loop per (row, head); the
+encoder computes the rows of real tokens only (a <pad> key is masked everywhere). The
 caches are preallocated for the whole decode, self-attention K, V (N, rows, max_len, d_model) and
 the memory's K, V (N, sentences, S, d_model), and read through `cache_rows` / `src_rows`: beam
 search reorders only the self-attention rows, and greedy decoding stops computing finished rows.
@@ -83,12 +84,20 @@ def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",)) -> tupl
     norms = [n.norm for layer in stack.layers for n in _add_norms(layer)]
     norms.append(stack.norm if stack.norm is not None else norms[-1])
 
-    def stacked(names, part, join=np.stack):  # one C-contiguous array over the layers
-        return np.array([join([getattr(lin[n], part).data for n in names]) for lin in layers], dtype=dtype)
-    return (stacked(("q", "k", "v"), "weight", np.concatenate), stacked(("q", "k", "v"), "bias", np.concatenate),
+    def stacked(names, part):  # (N, len(names), *shape): one copy of each parameter
+        first = getattr(layers[0][names[0]], part).data
+        out = np.empty((len(layers), len(names)) + first.shape, dtype)
+        for i, linears in enumerate(layers):
+            for j, name in enumerate(names):
+                out[i, j] = getattr(linears[name], part).data
+        return out
+
+    def merged(names, part):  # the same, the names' rows one after another
+        out = stacked(names, part)
+        return out.reshape((out.shape[0], -1) + out.shape[3:])
+    return (merged(("q", "k", "v"), "weight"), merged(("q", "k", "v"), "bias"),
             stacked(out_names, "weight"), stacked(out_names, "bias"),
-            stacked(["w_1"], "weight", np.concatenate), stacked(["w_1"], "bias", np.concatenate),
-            stacked(["w_2"], "weight", np.concatenate), stacked(["w_2"], "bias", np.concatenate),
+            merged(["w_1"], "weight"), merged(["w_1"], "bias"), merged(["w_2"], "weight"), merged(["w_2"], "bias"),
             np.array([[n.weight.data, n.bias.data] for n in norms], dtype=dtype),
             np.array([n.eps for n in norms], dtype=np.float64), stack.norm is not None,
             np.ascontiguousarray(embeddings.lut.weight.data), dtype.type(math.sqrt(embeddings.d_model)),
@@ -218,27 +227,33 @@ def _final_norm(x, stack, index):
 
 def encode(src, src_ok, stack, heads, norm_first, cross_kv_w, cross_kv_b):
     """The encoder on src (B, S) ids, then each decoder layer's cross-attention K, V of its memory:
-    (cross_k, cross_v), each (N_decoder, B, S, d_model). cross_kv_w (N, 2, d, d) holds w_k, w_v."""
+    (cross_k, cross_v), each (N_decoder, B, S, d_model). cross_kv_w (N, 2, d, d) holds w_k, w_v.
+    Only the real tokens' rows are computed: a <pad> position's keys are masked everywhere, so its
+    own row never reaches a real one (its K, V stay zero)."""
     B, S = src.shape
     d = stack[0].shape[2]
-    rows = np.arange(B * S)
-    x = _embed(src.reshape(B * S), rows % S, stack)
-    sentence = rows // S
-    keys, values = np.empty((B, S, d), x.dtype), np.empty((B, S, d), x.dtype)
+    at = np.flatnonzero(src_ok.reshape(B * S))       # the real tokens, as b·S + s
+    sentence, position = at // S, at % S
+    x = _embed(src.reshape(B * S)[at], position, stack)
+    keys, values = np.zeros((B, S, d), x.dtype), np.zeros((B, S, d), x.dtype)
     for layer in range(stack[0].shape[0]):
         qkv = _linear(_norm_in(x, stack, 2 * layer, norm_first), stack[0][layer], stack[1][layer])
-        keys.reshape(B * S, d)[:] = qkv[:, d:2 * d]
-        values.reshape(B * S, d)[:] = qkv[:, 2 * d:]
+        for i in range(at.shape[0]):
+            keys[sentence[i], position[i]] = qkv[i, d:2 * d]
+            values[sentence[i], position[i]] = qkv[i, 2 * d:]
         y = _attend(qkv[:, :d].copy(), keys, values, sentence, S, src_ok, True, heads)
         x = _norm_out(x, _linear(y, stack[2][layer, 0], stack[3][layer, 0]), stack, 2 * layer, norm_first)
         y = _feed_forward(_norm_in(x, stack, 2 * layer + 1, norm_first), stack, layer)
         x = _norm_out(x, y, stack, 2 * layer + 1, norm_first)
     memory = _final_norm(x, stack, 2 * stack[0].shape[0])
     N = cross_kv_w.shape[0]
-    cross_k, cross_v = np.empty((N, B, S, d), x.dtype), np.empty((N, B, S, d), x.dtype)
+    cross_k, cross_v = np.zeros((N, B, S, d), x.dtype), np.zeros((N, B, S, d), x.dtype)
     for layer in range(N):
-        cross_k[layer].reshape(B * S, d)[:] = _linear(memory, cross_kv_w[layer, 0], cross_kv_b[layer, 0])
-        cross_v[layer].reshape(B * S, d)[:] = _linear(memory, cross_kv_w[layer, 1], cross_kv_b[layer, 1])
+        k = _linear(memory, cross_kv_w[layer, 0], cross_kv_b[layer, 0])
+        v = _linear(memory, cross_kv_w[layer, 1], cross_kv_b[layer, 1])
+        for i in range(at.shape[0]):
+            cross_k[layer, sentence[i], position[i]] = k[i]
+            cross_v[layer, sentence[i], position[i]] = v[i]
     return cross_k, cross_v
 
 
@@ -304,7 +319,7 @@ def _kernels(numba):
     _softmax._numba_kernels()  # registers _simd_exp
     for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _log_sum_exp, _log_softmax,
                  _embed, _final_norm, decoder_step):
-        register_jitable(part)
+        register_jitable(fastmath=FASTMATH)(part)
     njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
     return SimpleNamespace(encode=njit(encode), step=njit(log_probs_step), greedy=njit(greedy_loop))
 

@@ -127,11 +127,11 @@ def _decode_loop(model, src, src_mask, bos_id: int, eos_id: int, max_len: int, c
 def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_cache: bool = True):
     """src: (B, S) or (S,) ids -> (tokens (B, ≤max_len) without <bos>, total log-prob (B,)).
     Rows that produced <eos> are padded with pad_id afterwards."""
+    src, src_mask = _source(model, src)
+    fused = _fused_decoder(model, src, src_mask, src.shape[0], max_len) if use_cache else None
+    if fused is not None:  # the kernels have no dropout: no eval() walk over every module needed
+        return fused.greedy(bos_id, eos_id, model.config.pad_id, max_len)
     with _eval_mode(model):
-        src, src_mask = _source(model, src)
-        fused = _fused_decoder(model, src, src_mask, src.shape[0], max_len) if use_cache else None
-        if fused is not None:
-            return fused.greedy(bos_id, eos_id, model.config.pad_id, max_len)
         return _decode_loop(model, src, src_mask, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
 
 
