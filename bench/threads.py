@@ -42,8 +42,8 @@ CLEARED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
            "OPENBLAS_THREAD_TIMEOUT", "NUMBA_THREADING_LAYER")
 CONFIGS = {"toy": {}, "wide": {"d_model": 256, "d_ff": 1024}, "quick": {"d_model": 32, "d_ff": 64,
                                                                         "max_tokens": 400}}
-# a CPU-bound neighbour that also ends itself if this script dies without stopping it
-BUSY = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(10 ** 6): pass\n"
+# a CPU-bound neighbour that also ends itself if this script (pid in argv) dies without stopping it
+BUSY = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in range(10 ** 6): pass\n"
 
 
 def child(case: str, config: str, warmup: int, steps: int) -> dict:
@@ -99,10 +99,16 @@ class Busy:
         self.count, self.procs = count, []
 
     def __enter__(self):
-        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(self.count)]
-        if self.procs:
-            print(f"  busy pids {' '.join(str(p.pid) for p in self.procs)}", flush=True)
-            time.sleep(0.3)
+        try:
+            for _ in range(self.count):
+                self.procs.append(subprocess.Popen([sys.executable, "-c", BUSY, str(os.getpid())],
+                                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+            if self.procs:
+                print(f"  busy pids {' '.join(str(p.pid) for p in self.procs)}", flush=True)
+                time.sleep(0.3)
+        except BaseException:  # Ctrl-C while starting: __exit__ would not run
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc):
