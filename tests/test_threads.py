@@ -131,3 +131,21 @@ def test_ctrl_c_stops_the_neighbours():
     while not all(gone(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert all(gone(p) for p in pids)
+
+
+def test_a_translator_built_from_python_takes_the_library_default_too():
+    """Decoding from a notebook (Translator.load(...).translate) must not spin a thread per core."""
+    code = (
+        "import tinygrad_lite.threads as t\n"
+        "from transformer.model import Transformer\n"
+        "from transformer.data import Vocab\n"
+        "from transformer.translator import Translator\n"
+        "assert t.get_num_threads() is None\n"
+        "v = Vocab.build([['a', 'b']])\n"
+        "Translator(Transformer(src_vocab=len(v), tgt_vocab=len(v), d_model=8, h=2, N=1, d_ff=16), v, v)\n"
+        "print(t.get_num_threads())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TINYGRAD_LITE_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"

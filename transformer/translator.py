@@ -14,6 +14,7 @@ import numpy as np
 
 from tinygrad_lite import no_grad
 from tinygrad_lite.checkpoint import load, pack_arrays, save
+from tinygrad_lite.threads import use_num_threads
 
 from .data import Vocab, detokenize_en, tokenize_en, tokenize_zh
 from .decoding import beam_search, beam_search_batch, greedy_decode, sample_decode
@@ -49,6 +50,7 @@ class Translator:
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool = True,
                  max_train_len: int | None = None, complete_punctuation: bool = False):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        use_num_threads(op="translate")  # 1 unless chosen (set_num_threads, $TINYGRAD_LITE_NUM_THREADS): as Trainer
         self.lowercase = lowercase
         self.max_train_len = max_train_len
         self.complete_punctuation = complete_punctuation
