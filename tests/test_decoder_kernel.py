@@ -184,3 +184,18 @@ def test_greedy_decoding_leaves_the_model_in_its_mode():
     model = model_of("post-LN", np.float32).train()
     greedy_decode(model, ragged_sources(2), BOS, NEVER, 3)
     assert model.training and all(m.training for m in model.modules())
+
+
+def test_beam_searchs_top_pick_is_the_head_of_a_stable_argsort():
+    """Ties (integer values), -inf and NaN included: the partition shortcut picks what sorting
+    everything picked, in the same order."""
+    rng = np.random.default_rng(0)
+    shortcut = 0
+    for _ in range(2000):
+        values = rng.integers(-4, 4, size=rng.integers(1, 60)).astype(float)
+        values[rng.integers(0, values.size)] = rng.choice([-np.inf, np.nan, 0.0])
+        count = int(rng.integers(1, 12))
+        shortcut += count < values.size and not np.isnan(values).any()
+        np.testing.assert_array_equal(decoding._best_first(values, count),
+                                      np.argsort(-values, kind="stable")[:count])
+    assert shortcut > 500  # the partition path ran, not only the full sort

@@ -193,6 +193,17 @@ class _Hypotheses:
         return max(self.finished, key=lambda f: f[0])
 
 
+def _best_first(values: np.ndarray, count: int) -> np.ndarray:
+    """np.argsort(-values, kind="stable")[:count] (largest first, ties in index order) without
+    sorting every value: only those at least the count-th largest are sorted."""
+    if count < values.size:
+        top = np.partition(values, values.size - count)[values.size - count:]
+        if not np.isnan(top).any():  # NaN sorts last in argsort, first in partition
+            candidates = np.flatnonzero(values >= top.min())
+            return candidates[np.argsort(-values[candidates], kind="stable")][:count]
+    return np.argsort(-values, kind="stable")[:count]
+
+
 def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int, beam_size: int, eos_id: int):
     """One sentence's step: the best 2·beam extensions of its k alive rows (total: (k, V)
     log-probs so far); <eos> ones finish, the best `beam_size` others live on.
@@ -200,7 +211,7 @@ def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int,
     V = total.shape[1]
     flat_total = total.reshape(-1)
     keep = ([], [], [])
-    for flat in np.argsort(-flat_total, kind="stable")[: 2 * beam_size]:
+    for flat in _best_first(flat_total, 2 * beam_size):
         row, token = divmod(int(flat), V)
         if token == eos_id:
             if step > 0:  # an empty translation never finishes a beam
