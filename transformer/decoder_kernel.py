@@ -348,7 +348,6 @@ class DecoderKernel:
             self.heads, self.norm_first, cross_kv_w, cross_kv_b)
         N, d = len(cross_kv), model.config.d_model
         self.self_k, self.self_v = (np.zeros((N, rows, max(max_len, 1), d), dtype) for _ in range(2))
-        self.pos = 0
 
     def _args(self):
         return (self.stack, *self.generator, self.heads, self.norm_first, self.self_k, self.self_v,
@@ -362,7 +361,8 @@ class DecoderKernel:
                                np.ascontiguousarray(owner, dtype=np.int64), *self._args())
 
     def reorder(self, rows: np.ndarray, length: int, owner=None):
-        """Cache row i becomes old row rows[i], for the first `length` positions (beam search)."""
+        """Cache row i becomes old row rows[i], for the first `length` positions (beam search).
+        `owner` (the rows' sentences) is read by `step`; the memory's K, V stay where they are."""
         for cache in (self.self_k, self.self_v):
             cache[:, :len(rows), :length] = cache[:, rows, :length]
 
