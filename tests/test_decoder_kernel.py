@@ -159,6 +159,28 @@ def test_an_encoder_the_kernels_do_not_implement_takes_the_plain_path():
     np.testing.assert_array_equal(scores, plain_scores)  # both ran the plain path
 
 
+def test_without_scipy_numbas_blas_is_missing_so_decoding_takes_the_plain_path(monkeypatch):
+    """Numba's np.dot calls SciPy's BLAS bindings: a venv without SciPy must decode, not crash."""
+    model = model_of("post-LN", np.float32)
+    assert decoder_kernel.supports(model)
+    real_find_spec = decoder_kernel.importlib.util.find_spec
+    monkeypatch.setattr(decoder_kernel.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "scipy" else real_find_spec(name, *a))
+    assert not decoder_kernel.supports(model)
+    made = []
+    monkeypatch.setattr(decoder_kernel, "DecoderKernel", lambda *a: made.append(1))
+    with fast.tricks_on("decoder_kernel"):
+        tokens, _ = greedy_decode(model, ragged_sources(2), BOS, NEVER, 3)
+    assert made == [] and tokens.shape[0] == 2
+
+
+def test_scipy_is_a_dependency_because_the_kernels_need_it():
+    from pathlib import Path
+    setup = (Path(__file__).resolve().parents[1] / "setup.cfg").read_text()
+    requires = setup.split("install_requires =", 1)[1].split("\n\n", 1)[0].split("[", 1)[0]
+    assert "scipy" in requires
+
+
 def test_bad_source_ids_get_the_plain_paths_error():
     model = model_of("post-LN", np.float32)
     for switch in (fast.tricks_on, fast.tricks_off):

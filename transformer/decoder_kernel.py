@@ -30,6 +30,7 @@ transformer.decoding runs the plain path, which is also their test oracle
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 from types import SimpleNamespace
 
@@ -58,7 +59,10 @@ def _add_norms(layer) -> list:
 
 
 def supports(model) -> bool:
-    """True when the kernels implement everything this model's encoder and decoder do."""
+    """True when the kernels implement everything this model's encoder and decoder do (and SciPy,
+    whose BLAS bindings Numba's np.dot calls, is installed: setup.cfg requires it)."""
+    if importlib.util.find_spec("scipy") is None:
+        return False
     dtype = model.generator.weight.dtype
     layers = list(model.encoder.layers) + list(model.decoder.layers)
     add_norms = [n for layer in layers for n in _add_norms(layer)]
