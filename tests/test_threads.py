@@ -18,10 +18,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """A process that chose no count yet; set_num_threads records instead of setting."""
+    """A process that chose no count yet; set_num_threads records the count (as the process's choice)
+    instead of setting the libraries' pools."""
     calls = []
     monkeypatch.setattr(threads, "_requested", None)
-    monkeypatch.setattr(threads, "set_num_threads", calls.append)
+
+    def record(n):
+        calls.append(n)
+        threads._requested = n  # monkeypatch restores None afterwards
+
+    monkeypatch.setattr(threads, "set_num_threads", record)
     monkeypatch.delenv(threads.ENV_VAR, raising=False)
     return calls
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor, fast
+from tinygrad_lite.autograd import is_anomaly_enabled
 from tinygrad_lite.fast import TRICKS
 from tinygrad_lite.nn import Dropout, LayerNorm, Module
 
@@ -28,7 +29,8 @@ class AddNorm(Module):
 
     def residual(self, x: Tensor, s: Tensor) -> Tensor:
         """x + Dropout(s): the residual connection around a sub-layer's output s."""
-        if TRICKS.fused_residual:  # one op, one pass (tinygrad_lite/fast.py)
+        if TRICKS.fused_residual and not is_anomaly_enabled():  # one op, one pass (fast.py); anomaly mode
+            # runs the plain ops, each traced on its own
             return fast.residual(x, s, self.dropout)
         return x + self.dropout(s)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor, fast
+from tinygrad_lite.autograd import is_anomaly_enabled
 from tinygrad_lite.fast import TRICKS
 from tinygrad_lite.nn import Dropout, Linear, Module
 
@@ -20,6 +21,7 @@ class PositionwiseFeedForward(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        if TRICKS.fused_ffn:  # W1, bias, ReLU and dropout as one op (tinygrad_lite/fast.py)
+        if TRICKS.fused_ffn and not is_anomaly_enabled():  # W1, bias, ReLU, dropout as one op (fast.py);
+            # anomaly mode runs the plain ops, so a NaN is traced to the Linear that made it
             return self.w_2(fast.linear_relu_dropout(x, self.w_1, self.dropout))
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, T, d_ff) -> (B, T, d_model)
