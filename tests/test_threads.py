@@ -155,3 +155,24 @@ def test_a_translator_built_from_python_takes_the_library_default_too():
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"
+
+
+def test_a_blas_loaded_after_the_count_was_set_follows_it_too():
+    """SciPy's OpenBLAS (Numba's np.dot in the decoder kernels) loads at the first decode, after the CLI
+    or the Trainer set the count: it must not start a thread per core."""
+    pytest.importorskip("scipy")
+    code = (
+        "import os, sys\n"
+        "for v in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'): os.environ.pop(v, None)\n"
+        "import numpy\n"
+        "import tinygrad_lite as tl\n"
+        "tl.set_num_threads(1)\n"
+        "assert 'scipy' not in sys.modules\n"
+        "import scipy.linalg.cython_blas\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({i['num_threads'] for i in threadpool_info() if i['internal_api'] == 'openblas'}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1]"
