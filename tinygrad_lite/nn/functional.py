@@ -48,14 +48,19 @@ def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         out += b
 
     def backward(g):
-        g2 = g.reshape(-1, n_out)
-        dx = (g2 @ w).reshape(x_shape) if x.requires_grad else None
-        dw = g2.T @ x2 if weight.requires_grad else None
-        if bias is None:
-            return dx, dw
-        return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
+        return _linear_grads(g.reshape(-1, n_out), x, x2, weight, w, bias)
     parents = (x, weight) if bias is None else (x, weight, bias)
     return x._make(out.reshape(x_shape[:-1] + (n_out,)), "linear", parents, backward)
+
+
+def _linear_grads(g2, x: Tensor, x2, weight: Tensor, w, bias: Tensor | None) -> tuple:
+    """The gradients of x, weight (and bias) from g2, the (rows, out_features) gradient of x2 @ wᵀ + b
+    (x2, w: the arrays the forward multiplied)."""
+    dx = (g2 @ w).reshape(x.shape) if x.requires_grad else None
+    dw = g2.T @ x2 if weight.requires_grad else None
+    if bias is None:
+        return dx, dw
+    return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
 
 
 def _linear_arrays(x, weight: Tensor, bias: Tensor | None):
@@ -90,12 +95,7 @@ def linear_relu_dropout(x, weight: Tensor, bias: Tensor | None = None, p: float 
     h = K.bias_relu_dropout_(x2 @ w.T, b, keep, scale)
 
     def backward(g):
-        g2 = K.relu_dropout_backward(g.reshape(-1, n_out), h, scale)
-        dx = (g2 @ w).reshape(x_shape) if x.requires_grad else None
-        dw = g2.T @ x2 if weight.requires_grad else None
-        if bias is None:
-            return dx, dw
-        return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
+        return _linear_grads(K.relu_dropout_backward(g.reshape(-1, n_out), h, scale), x, x2, weight, w, bias)
     parents = (x, weight) if bias is None else (x, weight, bias)
     return x._make(h.reshape(x_shape[:-1] + (n_out,)), "linear_relu_dropout", parents, backward)
 
