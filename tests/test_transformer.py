@@ -121,8 +121,9 @@ def test_beam_of_one_is_greedy_and_beam_never_scores_worse():
 
 def _exhaustive_best(model, src, bos, eos, max_len, alpha):
     """The best non-empty hypothesis by log-prob / length**alpha over every sequence up to max_len."""
-    from transformer.decoding import _encode, _step
-    src, mask, memory = _encode(model, src)
+    from transformer.decoding import _source, _step
+    src, mask = _source(model, src)
+    memory = model.encode(src, mask)
     best, frontier = (-np.inf, None), [((bos,), 0.0)]
     for _ in range(max_len):
         grown = []

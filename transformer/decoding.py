@@ -62,12 +62,6 @@ def _source(model, src):
     return src, src_mask
 
 
-def _encode(model, src):
-    """(src ids, their padding mask, the encoder's memory (B, S, d_model))."""
-    src, src_mask = _source(model, src)
-    return src, src_mask, model.encode(src, src_mask)
-
-
 def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -> np.ndarray:
     """Log-probabilities of the next token after `prefix` (B, t): (B, V)."""
     if use_cache:
