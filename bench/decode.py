@@ -4,6 +4,7 @@
     python bench/decode.py --threads 2 --configs small,base-short --json out.jsonl
     python bench/decode.py --quick              # seconds; what the smoke test runs
     python bench/decode.py --clock cpu          # this process's CPU time: steadier on a loaded machine
+    python bench/decode.py --no-pin             # 1 thread without pinning the process to one CPU
 
 Both sides decode 32 new tokens for the same random source sentences with identical weights
 (ours copied into `transformer.interop.torch_reference`). Ours is
@@ -20,6 +21,13 @@ max_decoding_length 32, so it too decodes exactly 32 tokens per row. Its Python 
 returns token strings: turning our ids into strings and back is inside its timing (microseconds).
 Without ctranslate2 installed (it is in the `bench` extra) its columns say "missing".
 
+"1 thread" is made real for every side: with --threads 1 the whole process (every thread it has
+and will start: CTranslate2's worker, BLAS, Numba, torch) is pinned to one CPU
+(os.sched_setaffinity) unless --no-pin, so no library can spend a second core, asked or not.
+Each repeat is timed by both clocks; "cores" is a side's CPU seconds per wall second over its
+repeats (1.0 = one busy core; below 1 = it waited or was preempted, above 1 = it ran threads in
+parallel), printed for every side with both clocks' ratios.
+
 Timing alternates the sides repeat by repeat in one process and reports medians. "sent/s" is
 source sentences fully decoded per second; "ours/torch" > 1 means we are faster. "same tokens"
 is the fraction of decoded tokens on which two engines agree (float rounding may flip a
@@ -30,6 +38,8 @@ of ours under our model (teacher-forced), i.e. a rounding flip, not a conversion
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -56,6 +66,7 @@ from train_throughput import (  # bench/ sits next to this file
 
 BOS = 2
 NEVER = -1  # an <eos> id that is never produced, so every row runs the full length
+CORES = {"ours": "ours (cache)", "torch": "torch (prefix)", "ct2": "ctranslate2"}  # row key -> runner
 
 
 def ours_greedy(model, src: np.ndarray, new_tokens: int, use_cache: bool = True) -> np.ndarray:
@@ -108,14 +119,18 @@ def parting_gaps(model, src: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -
     return gaps
 
 
-def ct2_columns(samples: dict, outputs: dict, ours, src: np.ndarray, batch: int) -> dict:
-    """The CTranslate2 fields of a row: speed, ratios (sent/s over sent/s) and token agreement."""
+def ct2_columns(by_clock: dict, clock: str, outputs: dict, ours, src: np.ndarray, batch: int) -> dict:
+    """The CTranslate2 fields of a row: speed, ratios (sent/s over sent/s; by `clock`, and by
+    each clock as ratio_ours_over_ct2_<clock>) and token agreement."""
+    samples = by_clock[clock]
     if "ctranslate2" not in samples:
         return {"ctranslate2": "missing"}
     t_ct2 = median(samples["ctranslate2"])
     t_ours, t_torch = median(samples["ours (cache)"]), median(samples["torch (prefix)"])
     gaps = parting_gaps(ours, src, outputs["ours (cache)"], outputs["ctranslate2"])
-    return {"sent_s_ct2": batch / t_ct2, "ms_ct2": 1e3 * t_ct2,
+    each_clock = {f"ratio_ours_over_ct2_{c}": median(by_clock[c]["ctranslate2"]) / median(by_clock[c]["ours (cache)"])
+                  for c in by_clock}
+    return {"sent_s_ct2": batch / t_ct2, "ms_ct2": 1e3 * t_ct2, **each_clock,
             "ratio_ours_over_ct2": t_ct2 / t_ours, "ratio_torch_over_ct2": t_ct2 / t_torch,
             "same_tokens_ct2": float(np.mean(outputs["ours (cache)"] == outputs["ctranslate2"])),
             "ct2_rows_parting": len(gaps), "ct2_rows_parting_near_tie": sum(g < 1e-3 for g in gaps)}
@@ -140,14 +155,17 @@ def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, thre
         ct2 = ct2_runner(ours, src, new_tokens, threads, workdir)
         if ct2 is not None:
             runners["ctranslate2"] = ct2
-        samples, outputs = time_runners(runners, repeats, CLOCKS[clock])
+        by_clock, outputs = time_runners(runners, repeats)
+    samples = by_clock[clock]
+    cores = {f"cores_{key}": sum(by_clock["cpu"][name]) / sum(by_clock["wall"][name])
+             for key, name in CORES.items() if name in samples}
     same = float(np.mean(outputs["ours (cache)"] == outputs["torch (prefix)"]))
     t_ours, t_torch = median(samples["ours (cache)"]), median(samples["torch (prefix)"])
     row = {"config": cfg.name, "threads": threads, "batch": batch, "new_tokens": new_tokens,
            "sent_s_ours_cache": batch / t_ours, "sent_s_torch": batch / t_torch,
            "ratio_ours_over_torch": t_torch / t_ours, "same_tokens": same,
            "ms_ours_cache": 1e3 * t_ours, "ms_torch": 1e3 * t_torch, "repeats": repeats, "clock": clock,
-           **ct2_columns(samples, outputs, ours, src, batch)}
+           **cores, **ct2_columns(by_clock, clock, outputs, ours, src, batch)}
     if with_no_cache:
         t_plain = median(samples["ours (no cache)"])
         row.update(sent_s_ours_no_cache=batch / t_plain, ms_ours_no_cache=1e3 * t_plain)
@@ -155,19 +173,30 @@ def bench_case(cfg: BenchConfig, batch: int, new_tokens: int, repeats: int, thre
     return row
 
 
-def time_runners(runners: dict, repeats: int, clock=time.perf_counter) -> tuple:
+def time_runners(runners: dict, repeats: int) -> tuple:
     """Each runner once (warm-up, and the tokens to compare), then `repeats` timed rounds,
-    alternating the order round by round. Returns (seconds per runner, tokens per runner).
-    clock=time.process_time counts this process's CPU time, CTranslate2's worker thread included."""
+    alternating the order round by round. Returns ({clock: seconds per runner}, tokens per runner),
+    each repeat timed by every clock in CLOCKS ("cpu" is this process's CPU time, every thread's)."""
     outputs = {name: fn() for name, fn in runners.items()}
-    samples = {name: [] for name in runners}
+    samples = {clock: {name: [] for name in runners} for clock in CLOCKS}
     order = list(runners)
     for r in range(repeats):
         for name in (order if r % 2 == 0 else order[::-1]):
-            start = clock()
+            wall, cpu = time.perf_counter(), time.process_time()
             runners[name]()
-            samples[name].append(clock() - start)
+            samples["cpu"][name].append(time.process_time() - cpu)
+            samples["wall"][name].append(time.perf_counter() - wall)
     return samples, outputs
+
+
+def pin_to_one_cpu() -> int:
+    """Pin every thread of this process, and so every thread it starts later, to one CPU of the
+    ones it may use; returns that CPU."""
+    cpu = min(os.sched_getaffinity(0))
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task), {cpu})
+    return cpu
 
 
 def main(argv=None):
@@ -182,9 +211,13 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy config (smoke test)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier on a shared machine; 1 thread)")
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
+                        help="pin the whole process to one CPU (default: on with --threads 1)")
     args = parser.parse_args(argv)
     if args.threads < 1 or args.new_tokens < 1 or args.repeats < 1:
         parser.error("--threads, --new-tokens and --repeats must be >= 1")
+    if args.pin and args.threads > 1:
+        parser.error(f"--pin keeps the process on one CPU, so it needs --threads 1, got --threads {args.threads}")
     if args.quick:
         configs, batches, new_tokens, repeats = [QUICK], [1, 4], 4, 1
     else:
@@ -192,7 +225,8 @@ def main(argv=None):
         batches = [int(b) for b in args.batches.split(",") if b.strip()]
     _, env = start(parser, args.threads)
     env["ctranslate2"] = ct2_version()
-    print(f"- ctranslate2: {env['ctranslate2']}", flush=True)
+    env["pinned"] = f"to CPU {pin_to_one_cpu()}" if args.pin or (args.pin is None and args.threads == 1) else "no"
+    print(f"- ctranslate2: {env['ctranslate2']}\n- pinned: {env['pinned']}", flush=True)
     rows = []
     for cfg in configs:
         for batch in batches:
@@ -203,11 +237,20 @@ def main(argv=None):
                    if "sent_s_ct2" in row else ", ctranslate2 missing")
             print(f"  {cfg.name} batch {batch}: ours {row['sent_s_ours_cache']:.1f} sent/s, torch "
                   f"{row['sent_s_torch']:.1f} sent/s, ratio {row['ratio_ours_over_torch']:.2f}{ct2}", flush=True)
+            print("    " + clocks_line(row), flush=True)
             append_json(args.json, row)
     print()
     print(markdown(*speed_table(rows)))
     print()
     print(markdown(*per_sentence_table(rows)))
+
+
+def clocks_line(row: dict) -> str:
+    """Each side's cores (CPU s per wall s) and ours/ct2 by each clock."""
+    cores = ", ".join(f"{key} {row[f'cores_{key}']:.2f}" for key in CORES if f"cores_{key}" in row)
+    ratios = ", ".join(f"{c} {row[f'ratio_ours_over_ct2_{c}']:.2f}" for c in CLOCKS
+                       if f"ratio_ours_over_ct2_{c}" in row)
+    return f"cores (CPU s / wall s): {cores}" + (f"; ours/ct2 by clock: {ratios}" if ratios else "")
 
 
 def ct2_version() -> str:
