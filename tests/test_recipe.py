@@ -176,3 +176,44 @@ def test_the_recipes_bucket_pool_goes_with_its_own_batch_size():
     assert real_data_config({"max_tokens": 530, "bucket_pool": 7})["bucket_pool"] == 7
     assert real_data_config({"bucket_pool": 3})["max_tokens"] == REAL_DATA_RECIPE["max_tokens"]
     assert REAL_DATA_RECIPE["bucket_pool"] == real_data_config({})["bucket_pool"]  # the recipe is not changed
+
+
+def test_cooldown_lowers_the_lr_linearly_to_zero_over_the_budgets_last_share(tmp_path):
+    from transformer.train import TrainConfig, Trainer, epoch_batches
+
+    def lrs(cooldown):
+        cfg = TrainConfig(out=str(tmp_path / str(cooldown)), d_model=16, heads=2, layers=1, d_ff=32,
+                          progress=False, max_steps=10, warmup=4, cooldown=cooldown)
+        trainer = Trainer(cfg)
+        batch = epoch_batches(trainer.data, cfg, 0)[0]
+        used, noam = [], []
+        for _ in range(cfg.max_steps):
+            noam.append(trainer.scheduler.get_last_lr()[0])
+            trainer.train_step(batch)
+            used.append(trainer.lr)
+        return np.array(used), np.array(noam)
+
+    plain, noam = lrs(0.0)
+    np.testing.assert_allclose(plain, noam, rtol=0)  # off: the Noam schedule itself
+    cooled, noam_again = lrs(0.4)
+    np.testing.assert_allclose(noam_again, noam, rtol=0)  # the schedule underneath goes on unchanged
+    spent = np.arange(10) / 10  # step k (from 0) starts with k of the 10 steps done
+    np.testing.assert_allclose(cooled, noam * np.minimum(1.0, (1 - spent) / 0.4), rtol=1e-12)
+    assert (cooled[:6] == noam[:6]).all() and cooled[-1] < 0.3 * noam[-1]
+
+
+def test_the_budget_spent_counts_minutes_less_the_closing_reserve(tmp_path):
+    from transformer.train import TrainConfig, Trainer
+
+    trainer = Trainer(TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False,
+                                  epochs=None))
+    assert trainer.budget_spent(30.0) is None  # nothing bounds the run: no cooldown
+    trainer.cfg.minutes, trainer.cfg.average, trainer.eval_seconds = 2.0, 0, 10.0
+    assert trainer.budget_spent(54.5) == pytest.approx(54.5 / (120 - 11.0))
+    trainer.cfg.max_steps, trainer.step = 10, 9
+    assert trainer.budget_spent(54.5) == pytest.approx(0.9)  # the larger share wins
+
+
+def test_cooldown_outside_zero_to_one_is_a_clear_error(tmp_path):
+    run = cli("train", "--out", tmp_path, "--cooldown", "1.5", "--max-steps", "1", *TINY)
+    assert run.returncode != 0 and "--cooldown must be a share of the budget in [0, 1], got 1.5" in run.stderr

@@ -129,6 +129,9 @@ def add_train_recipe_arguments(t) -> None:
     t.add_argument("--embed-init", choices=["normal", "xavier"], default=None,
                    help="embedding init: N(0, 1/d_model) (default) or Xavier-uniform (PyTorch tutorial)")
     t.add_argument("--clip", type=non_negative_float, default=None, help="gradient-norm clip (0: off)")
+    t.add_argument("--cooldown", type=non_negative_float, default=None,
+                   help="lower the lr linearly to 0 over this last share of the run's budget (--minutes, "
+                        "--max-steps or --epochs; 0: off)")
 
 
 def add_train_output_arguments(t) -> None:
@@ -214,10 +217,13 @@ def train_overrides(args) -> dict:
     overrides = {k: getattr(args, k) for k in (
         "data", "dev", "test", "epochs", "minutes", "max_steps", "d_model", "heads", "layers", "d_ff", "dropout",
         "lr", "lr_scaling", "warmup", "max_tokens", "label_smoothing", "save_every", "seed", "min_freq", "batch_by",
-        "bucket_pool", "tie_embeddings", "clip", "eval_every", "average", "final_norm", "embed_init")
+        "bucket_pool", "tie_embeddings", "clip", "eval_every", "average", "final_norm", "embed_init",
+        "cooldown")
         if getattr(args, k) is not None}
     if overrides.get("dropout", 0) >= 1:
         raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
+    if overrides.get("cooldown", 0) > 1:
+        raise CLIError(f"--cooldown must be a share of the budget in [0, 1], got {overrides['cooldown']}")
     if overrides.get("label_smoothing", 0) > 1:
         raise CLIError(f"--label-smoothing must be in [0, 1], got {overrides['label_smoothing']}")
     if "d_model" in overrides or "heads" in overrides:

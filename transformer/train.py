@@ -74,6 +74,7 @@ class TrainConfig:
     embed_init: str = "normal"       # "xavier": embeddings Xavier-uniform, as the PyTorch tutorial
     eval_every: int = 0              # also evaluate on dev every N steps (0: at each epoch's end)
     average: int = 0                 # at the end also try the mean of the last N evaluated weights
+    cooldown: float = 0.0            # the lr falls linearly to 0 over this last share of the budget (0: off)
     lowercase: bool = True
     save_every: int = 0              # also checkpoint every N steps (0: per epoch only)
     dev_bleu_size: int = 800
@@ -260,6 +261,7 @@ class Trainer:
         self.snapshots = []       # the weights at the last `average` evaluations
         self.deadline = None
         self.started = time.perf_counter()
+        self.steps_per_epoch = 0  # of the current epoch, once it starts
         if dist.is_main():  # data parallel: rank 0 alone writes files
             os.makedirs(cfg.out, exist_ok=True)
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
@@ -286,6 +288,7 @@ class Trainer:
         lr = scaled_lr(self.cfg, dist.world_size())  # data parallel: K batches a step take a larger lr
         self.optimizer = Adam(self.model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.scheduler = NoamLR(self.optimizer, d_model=self.cfg.d_model, warmup=self.cfg.warmup)
+        self.lr = self.scheduler.get_last_lr()[0]  # what the last step used (cool_down may lower it)
 
     def _resume(self):
         with dist.shared_file(self.checkpoint_path) as path:  # data parallel: rank 0's file, on every rank
@@ -350,11 +353,12 @@ class Trainer:
                                      f"try a lower --lr (now {self.cfg.lr})")
         # data parallel: the token-weighted mean of every rank's gradients (the gradient of their batches
         # taken together) and the global batch's loss and target tokens, in one all-reduce
-        n_tokens, loss_sum = dist.all_reduce_gradients(self.model.parameters(), weight=n_tokens,
-                                                       extra=[value * n_tokens])
+        n_tokens, loss_sum, seconds = dist.all_reduce_gradients(
+            self.model.parameters(), weight=n_tokens, extra=[value * n_tokens, time.perf_counter() - self.started])
         value, n_tokens = loss_sum / n_tokens, int(n_tokens)
         if self.cfg.clip:
             clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+        self.cool_down(seconds / dist.world_size())  # data parallel: the ranks' mean time, the same lr on all
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1
@@ -391,6 +395,7 @@ class Trainer:
         cfg = self.cfg
         K, rank = dist.world_size(), dist.rank()
         batches = epoch_batches(self.data, cfg, self.epoch)
+        self.steps_per_epoch = len(batches) // K
         if len(batches) < K:
             raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
                                   f"ranks; lower --max-tokens or start fewer ranks")
@@ -409,7 +414,7 @@ class Trainer:
             tokens += n
             bar.update(K)
             bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{tokens / (time.perf_counter() - t0):.0f}",
-                            lr=f"{self.scheduler.get_last_lr()[0]:.2e}")
+                            lr=f"{self.lr:.2e}")
             if cfg.save_every and self.step % cfg.save_every == 0:
                 self.save()
             if (cfg.max_steps and self.step >= cfg.max_steps) or out_of_time:
@@ -430,11 +435,37 @@ class Trainer:
             self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
         return stop
 
+    def closing_reserve(self) -> float:
+        """Seconds kept for the closing evaluation (+ the averaged one), as long as the longest so far."""
+        return (2.2 if self.cfg.average > 1 else 1.1) * self.eval_seconds
+
     def out_of_time(self) -> bool:
-        """Past the deadline once the closing evaluation (as long as the longest so far) counts."""
-        closing = 2.2 if self.cfg.average > 1 else 1.1   # the last evaluation (+ the averaged one)
+        """Past the deadline once the closing evaluation counts."""
         left = None if self.deadline is None else self.deadline - time.perf_counter()
-        return left is not None and closing * self.eval_seconds > left
+        return left is not None and self.closing_reserve() > left
+
+    def budget_spent(self, seconds: float) -> float | None:
+        """The share of its budget the run has used after `seconds` of training: the largest of
+        step/--max-steps, step/(--epochs' steps) and the share of --minutes (less the closing
+        evaluation's reserve). None when nothing bounds the run."""
+        cfg, shares = self.cfg, []
+        if cfg.max_steps:
+            shares.append(self.step / cfg.max_steps)
+        if cfg.epochs is not None and self.steps_per_epoch:
+            shares.append(self.step / (cfg.epochs * self.steps_per_epoch))
+        if cfg.minutes:
+            shares.append(seconds / max(60 * cfg.minutes - self.closing_reserve(), 1e-9))
+        return max(shares) if shares else None
+
+    def cool_down(self, seconds: float) -> None:
+        """The next step's lr: the schedule's, times a linear fall to 0 over the last `cooldown` share
+        of the budget. A run that knows its length learns more by ending at lr 0 than by stopping on
+        the Noam schedule's tail (Li et al., 2020, "Budgeted training"; bench/README.md "Real data")."""
+        spent = self.budget_spent(seconds) if self.cfg.cooldown else None
+        scale = 1.0 if spent is None else min(1.0, max(0.0, (1.0 - spent) / self.cfg.cooldown))
+        for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+            group["lr"] = lr * scale
+        self.lr = self.optimizer.param_groups[0]["lr"]
 
     def where(self, n_batches: int) -> str:
         """'step 12 (epoch 1, partial: 12/484 batches)' inside an epoch, 'step 484 (epoch 1)' at
@@ -463,7 +494,7 @@ class Trainer:
         epoch = round(self.epoch + self.batch_in_epoch / n_batches, 3) if partial else self.epoch
         record = {"step": self.step, "epoch": epoch, "partial_epoch": partial,
                   "train_loss": float(np.mean(losses)) if losses else None,
-                  "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": tokens_per_s}
+                  "lr": self.lr, "tokens_per_s": tokens_per_s}
         dev = self.data.splits.get("dev") or []
         if dev:
             scores = evaluate_translations(self.translator, dev[: self.cfg.dev_bleu_size])
