@@ -23,7 +23,7 @@ from .autograd import _state as _autograd_state  # per-thread grad mode and anom
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "decoder_kernel")
+         "fused_ffn", "decoder_kernel", "fused_cross_entropy")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -166,6 +166,19 @@ def linear_relu_dropout(x, linear, dropout):
     transformer.feed_forward.PositionwiseFeedForward.forward."""
     from .nn.functional import linear_relu_dropout
     return linear_relu_dropout(x, linear.weight, linear.bias, dropout.p, dropout.training)
+
+
+# ---------------------------------------------------------------- fused_cross_entropy
+
+def cross_entropy_grad(logp, targets, weight, eps):
+    """Why: training small 6% faster (off/on 1.056, quartiles 1.03-1.07; CPU clock, 2026-12-01): 1 array, not 3.
+
+    The gradient of label-smoothed cross-entropy w.r.t. the logits as w·(softmax − q) in one pass
+    (kernels.cross_entropy), instead of building dy = −w·q in full and running log_softmax's
+    backward on it: one (rows, C) array written, not three. Plain version: the backward of
+    nn.functional.cross_entropy."""
+    from .kernels import cross_entropy_backward
+    return cross_entropy_backward(logp, targets, weight, eps)
 
 
 # ---------------------------------------------------------------- decoder_kernel

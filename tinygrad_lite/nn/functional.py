@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import kernels as K
 from ..checks import number, one_of, positive_int, probability
+from ..fast import TRICKS, cross_entropy_grad
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -388,6 +389,8 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
         # gradient w·(softmax − q) is log_softmax's backward of dy = −w·q: dy − softmax·Σdy.
         per_target = g.reshape(-1) if scale is None else g * scale
         weight = (valid * per_target).astype(x2.dtype)
+        if TRICKS.fused_cross_entropy:
+            return (_rows_to_logits(cross_entropy_grad(logp, targets, weight, eps), logits.shape),)
         dy = np.empty_like(x2)
         dy[...] = (weight * x2.dtype.type(-eps / x2.shape[1]))[:, None]
         dy[rows, targets] -= weight * x2.dtype.type(1.0 - eps)
