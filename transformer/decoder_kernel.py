@@ -162,7 +162,8 @@ def _feed_forward(h, stack, layer):
 
 def _attend(q, keys, values, kv_rows, n_keys, key_ok, masked, heads):
     """Multi-head attention of each query row r over keys[kv_rows[r], :n_keys]:
-    softmax(q·kᵀ/√d_k, masked keys removed)·v per head; a row with no key left gets zeros."""
+    softmax(q·kᵀ/√d_k, masked keys removed)·v per head; a row with no key left gets zeros.
+    Masked keys at the end (a right-padded source) are skipped: their weight would be exactly 0."""
     R, d = q.shape
     d_k = d // heads
     scale = q.dtype.type(1.0 / math.sqrt(d_k))
@@ -170,10 +171,12 @@ def _attend(q, keys, values, kv_rows, n_keys, key_ok, masked, heads):
     out = np.zeros_like(q)
     w = np.empty(n_keys, q.dtype)
     for r in range(R):
-        b = kv_rows[r]
+        b, n = kv_rows[r], n_keys
+        while masked and n > 0 and not key_ok[b, n - 1]:
+            n -= 1
         for lo in range(0, d, d_k):
             q_h, top = q[r, lo:lo + d_k], minus_inf
-            for j in range(n_keys):
+            for j in range(n):
                 k_j, s = keys[b, j, lo:lo + d_k], q.dtype.type(0)
                 for e in range(d_k):
                     s += q_h[e] * k_j[e]
@@ -182,11 +185,11 @@ def _attend(q, keys, values, kv_rows, n_keys, key_ok, masked, heads):
             if top == minus_inf:
                 continue
             total = q.dtype.type(0)
-            for j in range(n_keys):
+            for j in range(n):
                 w[j] = _simd_exp(w[j] - top)
                 total += w[j]
             inv, o = q.dtype.type(1) / total, out[r, lo:lo + d_k]
-            for j in range(n_keys):
+            for j in range(n):
                 p, v_j = w[j] * inv, values[b, j, lo:lo + d_k]
                 for e in range(d_k):
                     o[e] += p * v_j[e]
