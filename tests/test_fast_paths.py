@@ -250,38 +250,3 @@ def test_fused_kernels_match_their_numpy_twins(backend, dtype):
                          fused.relu_dropout_backward_numpy(g.reshape(20, 6), h, scale)])
     assert (h > 0).any() and (h == 0).any() and np.isin(fused.add_dropout_numpy(x, s, keep, scale), x).any()
 
-
-
-# ---------------------------------------------------------------- adopt_fresh_grads
-def test_leaves_adopt_only_the_arrays_a_trusted_op_made_for_them(monkeypatch):
-    made = []
-
-    def recording(*args):
-        grads = real(*args)
-        made.extend(grads)
-        return grads
-    real = F._linear_grads
-    monkeypatch.setattr(F, "_linear_grads", recording)
-    layer = nn.Linear(4, 3, dtype=np.float64)
-    x = Tensor(np.random.default_rng(0).standard_normal((5, 4)), requires_grad=True)
-    for on in (True, False):
-        made.clear()
-        layer.weight.grad = layer.bias.grad = x.grad = None
-        with (fast.tricks_on if on else fast.tricks_off)("adopt_fresh_grads"):
-            layer(x).sum().backward()
-        dx, dw, db = made
-        assert (layer.weight.grad is dw and layer.bias.grad is db) == on
-        assert x.grad is not dx and not np.shares_memory(x.grad, dx)  # a view of the product: copied
-
-
-@pytest.mark.parametrize("on", [True, False])
-def test_a_leaf_never_shares_its_gradient_either_way(on):
-    w = nn.Parameter(np.random.default_rng(1).standard_normal((3, 3)))
-    b = Tensor(np.zeros(3), requires_grad=True)
-    x = Tensor(np.ones((2, 3)))
-    with (fast.tricks_on if on else fast.tricks_off)("adopt_fresh_grads"):
-        y = F.linear(x, w, b) + F.linear(x, w) + b  # w twice (a sum), b by a trusted op and by add
-        y.backward(np.ones((2, 3)))
-    assert not np.shares_memory(w.grad, b.grad)
-    np.testing.assert_array_equal(w.grad, 2 * np.ones((3, 2)) @ np.ones((2, 3)))
-    np.testing.assert_array_equal(b.grad, np.full(3, 4.0))

@@ -211,13 +211,10 @@ class _Flag(contextlib.ContextDecorator):
 def run_backward(root, grad: np.ndarray, retain_graph: bool):
     """Backpropagate `grad` from `root`. Leaves accumulate into `.grad` (as PyTorch);
     the graph's saved buffers are freed afterwards unless retain_graph=True."""
-    from . import fast
     order = toposort(root)
     keep_all = _get("retain_all_grads", False)
     anomaly = is_anomaly_enabled()
     grads = {id(root): grad}
-    owned = set()  # leaves whose pending gradient is an array nothing else refers to (adopt_fresh_grads)
-    adopt = fast.TRICKS.adopt_fresh_grads
     for node in reversed(order):
         g = grads.pop(id(node), None)
         if g is None:
@@ -236,21 +233,11 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                 if anomaly:
                     check_finite(node, f"gradient for input {i}", pg)
                 key = id(parent)
-                if key in grads:
-                    grads[key] = grads[key] + pg
-                    owned.add(key)
-                else:
-                    grads[key] = pg
-                    if adopt and fast.fresh_leaf_grad(node._op, parent, pg):
-                        owned.add(key)
+                grads[key] = pg if key not in grads else grads[key] + pg
             if not retain_graph:
                 node._backward = None
         else:
             g = g.astype(node.data.dtype, copy=False)
-            if node.grad is not None:
-                node.grad = node.grad + g
-            elif adopt and id(node) in owned:
-                node.grad = g
-            else:  # a copy: the leaf's gradient is its own array, which an optimizer may change in place
-                node.grad = g.copy()
+            # a copy: the leaf's gradient is its own array, which an optimizer may change in place
+            node.grad = g.copy() if node.grad is None else node.grad + g
 

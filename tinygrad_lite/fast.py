@@ -23,8 +23,7 @@ from .autograd import _state as _autograd_state  # per-thread grad mode and anom
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "decoder_kernel", "fused_cross_entropy",
-         "adopt_fresh_grads")
+         "fused_ffn", "decoder_kernel", "fused_cross_entropy")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -180,22 +179,6 @@ def cross_entropy_grad(logp, targets, weight, eps):
     nn.functional.cross_entropy."""
     from .kernels import cross_entropy_backward
     return cross_entropy_backward(logp, targets, weight, eps)
-
-
-# ---------------------------------------------------------------- adopt_fresh_grads
-
-FRESH_GRAD_OPS = frozenset({"linear", "linear_relu_dropout", "embedding"})
-
-
-def fresh_leaf_grad(op: str, parent, grad) -> bool:
-    """Why: training base-short 3% faster (off/on 1.034, quartiles 1.005-1.064; small 0.96 and 1.03, noise), CPU clock.
-
-    A leaf takes as its .grad the gradient array that one of these engine ops just made for it alone
-    (a weight's or bias's product or sum, an embedding's scatter: base None, handed to no one else), or a
-    sum run_backward made, instead of a copy. Any other op's array may be shared or kept (an identity
-    backward, a user op's constant), so it is copied as before; so is every view. Plain version:
-    autograd.run_backward, which always copies a leaf's first gradient."""
-    return op in FRESH_GRAD_OPS and not parent._prev and grad.base is None
 
 
 # ---------------------------------------------------------------- decoder_kernel
