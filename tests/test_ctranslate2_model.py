@@ -85,6 +85,30 @@ def test_decode_bench_times_ctranslate2_on_the_same_tokens():
     assert row["ratio_ours_over_ct2"] == pytest.approx(row["sent_s_ours_cache"] / row["sent_s_ct2"])
     assert row["ct2_rows_parting"] == row["ct2_rows_parting_near_tie"]  # any difference is a rounding flip
     assert row["same_tokens_ct2"] == 1.0 or row["ct2_rows_parting"] > 0
+    assert row["ratio_ours_over_ct2"] == row["ratio_ours_over_ct2_wall"] and row["ratio_ours_over_ct2_cpu"] > 0
+    assert all(row[f"cores_{side}"] > 0 for side in ("ours", "torch", "ct2"))
+
+
+def test_pin_to_one_cpu_reaches_every_thread_old_and_new():
+    """In a child process (pinning this one would outlive the test): a thread started before
+    the pin and one started after it both end up on the one CPU."""
+    import subprocess
+    code = """
+import os, sys, threading
+sys.path.insert(0, sys.argv[1])
+import decode
+before = threading.Event()
+threading.Thread(target=before.wait, daemon=True).start()
+cpu = decode.pin_to_one_cpu()
+after = threading.Event()
+threading.Thread(target=after.wait, daemon=True).start()
+print(cpu)
+print(sorted({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir('/proc/self/task')}))
+"""
+    bench = str(Path(__file__).resolve().parent.parent / "bench")
+    run = subprocess.run([sys.executable, "-c", code, bench], capture_output=True, text=True, check=True)
+    cpu, affinities = run.stdout.split("\n")[:2]
+    assert affinities == f"[({cpu},)]"
 
 
 def test_parting_gaps_tells_a_near_tie_from_a_wrong_token():
