@@ -76,7 +76,7 @@ def test_each_step_gives_the_plain_log_probs(variant, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("batch", [1, 6])
+@pytest.mark.parametrize("batch", [1, 6, 20])  # 20: float32 products of 16+ rows take NumPy's sgemm
 def test_greedy_gives_the_plain_tokens_and_scores(variant, dtype, batch):
     model = model_of(variant, dtype)
     src = ragged_sources(batch)
@@ -221,3 +221,27 @@ def test_beam_searchs_top_pick_is_the_head_of_a_stable_argsort():
         np.testing.assert_array_equal(decoding._best_first(values, count),
                                       np.argsort(-values, kind="stable")[:count])
     assert shortcut > 500  # the partition path ran, not only the full sort
+
+
+def test_numpy_sgemm_gives_np_dots_log_probs(monkeypatch):
+    """float32 steps of 20 rows: the products through NumPy's own sgemm equal those through np.dot
+    (SciPy's OpenBLAS) within rounding; and the kernels use it whenever NumPy's library has it."""
+    from types import SimpleNamespace
+    real = decoder_kernel._kernels()
+    assert real.numpy_sgemm == (decoder_kernel.numpy_sgemm_address() != 0)
+    if not real.numpy_sgemm:
+        pytest.skip("this NumPy bundles no OpenBLAS with scipy_cblas_sgemm64_")
+    model, src = model_of("pre-LN, final norm", np.float32), ragged_sources(20)
+    prefix = np.random.default_rng(5).integers(4, 29, size=(20, 4))
+    prefix[:, 0] = BOS
+
+    def steps():
+        with tl.no_grad():
+            kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 20, 4)
+            return kernel.stack[14], [kernel.step(prefix[:, :t], np.arange(20)) for t in range(1, 5)]
+    used, with_sgemm = steps()
+    monkeypatch.setattr(decoder_kernel, "_kernels", lambda: SimpleNamespace(**{**vars(real), "numpy_sgemm": False}))
+    unused, with_dot = steps()
+    assert used and not unused
+    for a, b in zip(with_sgemm, with_dot):
+        assert_close(a, b, np.float32)
