@@ -126,6 +126,10 @@ def test_tatoeba_file_end_to_end(tmp_path):
     assert ev.returncode == 0, ev.stderr
     assert "exact match" in ev.stdout
     assert len((tmp_path / "h.txt").read_text().splitlines()) == 60
+    ev = cli("eval", "--checkpoint", out / "checkpoint.safetensors", "--data", TATOEBA, "--beam", "1")
+    assert ev.returncode == 0, ev.stderr  # without --out: next to the checkpoint, named after the data file
+    named = out / f"hypotheses.{Path(TATOEBA).stem}.txt"
+    assert str(named) in ev.stdout and len(named.read_text().splitlines()) == 60
 
 
 @pytest.mark.parametrize("args, message", [

@@ -326,6 +326,8 @@ def cmd_translate(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    from tinygrad_lite.files import atomic_write
+
     from .data import builtin_corpus, load_pairs
     from .train import evaluate_translations, report_bad_lines
     from .translator import Translator
@@ -340,7 +342,7 @@ def cmd_eval(args) -> int:
     if args.data:
         result = load_pairs(args.data)
         report_bad_lines(args.data, result)
-        sets = {os.path.basename(args.data): result.pairs}
+        sets = {os.path.splitext(os.path.basename(args.data))[0]: result.pairs}
     else:
         corpus = builtin_corpus()
         sets = {"test": corpus["test"], "novel": corpus["novel"]}
@@ -348,8 +350,8 @@ def cmd_eval(args) -> int:
     for name, pairs in sets.items():
         r = evaluate_translations(translator, pairs, beam=args.beam, length_penalty=args.length_penalty)
         path = out if args.data and args.out else f"{out}.{name}.txt"
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(r["hypotheses"]) + "\n")
+        with atomic_write(path, durable=False, op="eval") as temp:
+            temp.write_text("\n".join(r["hypotheses"]) + "\n", encoding="utf-8")
         label = "compositional generalisation (novel)" if name == "novel" else name
         decoding = f"beam {args.beam}, length penalty {args.length_penalty:g}" if args.beam > 1 else "greedy"
         print(f"{label} ({decoding}): BLEU {r['bleu']:.2f}  chrF {r['chrf']:.2f}  "
