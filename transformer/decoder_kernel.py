@@ -22,10 +22,10 @@ the memory's K, V (N, sentences, S, d_model), and read through `cache_rows` / `s
 search reorders only the self-attention rows, and greedy decoding stops computing finished rows.
 The parameters are stacked by kind once per decode (`stack_of`).
 
-The products: Numba's np.dot calls SciPy's OpenBLAS; NumPy's wheels bundle their own, newer one,
-whose float32 GEMM is 15-25% faster on these shapes at 64 rows (OpenBLAS 0.3.31 vs SciPy's 0.3.30).
-When NumPy's library exports its cblas sgemm, float32 products of 16 rows or more call it
-(`_linear`); otherwise, and for float64 or fewer rows, np.dot.
+The products: Numba's np.dot calls SciPy's OpenBLAS; NumPy's wheels bundle their own, newer one
+(0.3.31 vs SciPy's 0.3.30 here), whose float32 GEMM is faster on these shapes: 1.4-2.1x at 2-32
+rows, 1.2x at 64. When NumPy's library exports its cblas sgemm, float32 products of 2 rows or more
+call it (`_linear`); otherwise, for float64 (no gain) and at one row (np.dot's GEMV is faster), np.dot.
 
 `supports(model)` says whether the model has only what these kernels implement (float32 or
 float64, LayerNorms and Linears with biases, no attention weights kept for display); otherwise
@@ -139,7 +139,7 @@ def numpy_sgemm_address() -> int:
 def _linear(x, weight, bias, stack):
     """x (R, in) @ weightᵀ (out, in) + bias: one BLAS product (x and weight C-contiguous)."""
     R, K = x.shape
-    if stack[14] and x.itemsize == 4 and R >= 16:
+    if stack[14] and x.itemsize == 4 and R >= 2:
         N = weight.shape[0]
         y = np.empty((R, N), x.dtype)
         _NUMPY_SGEMM(ROW_MAJOR, NO_TRANS, TRANS, R, N, K, np.float32(1), x.ctypes.data, K, weight.ctypes.data, K,
