@@ -54,6 +54,24 @@ def test_target_token_batches_are_random_per_seed_and_pools_cut_padding():
     assert padded(target_token_batches(lengths, 100, seed=1, pool=50)) < 0.8 * padded(a)
 
 
+def test_pools_sorted_by_the_longer_side_cut_source_padding_and_keep_every_pair():
+    rng = np.random.default_rng(0)
+    tgt = rng.integers(3, 20, size=3000)
+    src = np.maximum(1, (1.3 * tgt + rng.normal(0, 4, size=3000)).astype(int))  # correlated, noisy
+
+    def padded(batches, lengths):
+        return sum(len(x) * lengths[x].max() for x in batches) / lengths.sum()
+
+    by_target = target_token_batches(tgt, 200, seed=1, pool=20)
+    by_both = target_token_batches(tgt, 200, seed=1, pool=20, src_lengths=src)
+    np.testing.assert_array_equal(np.sort(np.concatenate(by_both)), np.arange(3000))
+    assert all((tgt[b] - 1).sum() <= 200 for b in by_both)
+    assert padded(by_both, src) < padded(by_target, src) - 0.2  # the encoder's padding falls
+    assert padded(by_both, src) + padded(by_both, tgt) < padded(by_target, src) + padded(by_target, tgt) - 0.1
+    with pytest.raises(ValueError, match="target_token_batches: got 2 source and 3000 target lengths"):
+        target_token_batches(tgt, 200, pool=20, src_lengths=[1, 2])
+
+
 def test_make_batches_counts_target_tokens_without_padding():
     src = [[5] * n for n in (2, 9, 3, 4, 8, 2)]
     tgt = [[2] + [6] * n + [3] for n in (1, 7, 2, 3, 6, 1)]

@@ -87,13 +87,17 @@ def bucket_indices(src_lengths, tgt_lengths, max_tokens: int, shuffle: bool = Tr
 
 
 def target_token_batches(tgt_lengths, max_tokens: int, shuffle: bool = True, seed: int = 0,
-                         pool: int = 0) -> list[np.ndarray]:
+                         pool: int = 0, src_lengths=None) -> list[np.ndarray]:
     """Group pair indices into batches of at most ``max_tokens`` predicted target tokens.
 
     A target of length n (it carries ``<bos>``) gives n - 1 predicted tokens; padding does not
     count. Pairs come in random order (by ``seed``) when ``shuffle``. With ``pool`` > 0, each
     run of ``pool`` batches' worth of pairs is sorted by length before it is cut, so batches
-    waste less on padding while staying random across the epoch (0: no sorting).
+    waste less on padding while staying random across the epoch (0: no sorting). Given
+    ``src_lengths``, the sort is by the longer side (source lengths in target units, scaled by the
+    ratio of the mean lengths), so the encoder's padding falls too: on Tatoeba zh-en, pools of 20
+    batches of 2,000 tokens, 43-44% -> 13-19% of source positions are padding (target: 9-11% ->
+    14-18%), ~9% fewer padded multiply-adds a step for the real-data recipe's model.
     """
     tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64)
     if tgt_lengths.ndim != 1:
@@ -106,7 +110,8 @@ def target_token_batches(tgt_lengths, max_tokens: int, shuffle: bool = True, see
     if pool:
         per_batch = max(int(max_tokens // max(cost.mean(), 1)), 1) if len(cost) else 1
         chunk = pool * per_batch
-        order = np.concatenate([c[np.argsort(tgt_lengths[c], kind="stable")]
+        key = tgt_lengths if src_lengths is None else _longer_side(tgt_lengths, src_lengths)
+        order = np.concatenate([c[np.argsort(key[c], kind="stable")]
                                 for c in np.split(order, range(chunk, len(order), chunk))]) \
             if len(order) else order
     batches, start, total = [], 0, 0
@@ -120,6 +125,17 @@ def target_token_batches(tgt_lengths, max_tokens: int, shuffle: bool = True, see
     if shuffle and pool:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+def _longer_side(tgt_lengths, src_lengths) -> np.ndarray:
+    """max(target, source · mean target / mean source) per pair, ties broken by target then source."""
+    src = np.asarray(src_lengths, dtype=np.int64)
+    if src.shape != tgt_lengths.shape:
+        raise ValueError(f"target_token_batches: got {src.size} source and {tgt_lengths.size} target "
+                         f"lengths; expected the same number")
+    scale = tgt_lengths.mean() / max(src.mean(), 1e-9) if src.size else 1.0
+    longer = np.maximum(tgt_lengths, src * scale)
+    return np.lexsort((src, tgt_lengths, longer)).argsort(kind="stable")  # rank: one sortable key
 
 
 def pad_batch(sequences, pad_id: int = PAD) -> np.ndarray:
@@ -148,7 +164,7 @@ def make_batches(src_ids_list, tgt_ids_list, max_tokens: int, shuffle: bool = Tr
     if count == "padded":
         groups = bucket_indices(src_lengths, tgt_lengths, max_tokens, shuffle, seed)
     elif count == "target":
-        groups = target_token_batches(tgt_lengths, max_tokens, shuffle, seed, pool)
+        groups = target_token_batches(tgt_lengths, max_tokens, shuffle, seed, pool, src_lengths)
     else:
         raise ValueError(f"make_batches: count must be 'padded' or 'target', got {count!r}")
     return [Batch(pad_batch([src_ids_list[i] for i in group], pad_id),
