@@ -15,7 +15,7 @@ time in Python, not in arithmetic. These kernels do the same arithmetic with no 
                    logits = x·Wᵀ_generator + b                       (log-softmax for beam search)
     greedy_loop:   every step of greedy decoding, argmax and scores included, in one call
 
-The products are BLAS calls (np.dot inside Numba), the attention a loop per (row, head); the
+The products are BLAS calls (see below), the attention a loop per (row, head); the
 encoder computes the rows of real tokens only (a <pad> key is masked everywhere). The
 caches are preallocated for the whole decode, self-attention K, V (N, rows, max_len, d_model) and
 the memory's K, V (N, sentences, S, d_model), and read through `cache_rows` / `src_rows`: beam
