@@ -245,3 +245,33 @@ def test_numpy_sgemm_gives_np_dots_log_probs(monkeypatch):
     assert used and not unused
     for a, b in zip(with_sgemm, with_dot):
         assert_close(a, b, np.float32)
+
+
+def test_without_numpy_sgemm_the_kernels_bind_a_stand_in_and_decode_with_np_dot():
+    """A NumPy build without its own OpenBLAS: the symbol is bound to a portable stand-in (a C
+    callback, never called) and every product goes through np.dot, with the plain path's tokens."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = """
+import numpy as np
+import tinygrad_lite as tl
+from transformer import decoder_kernel, decoding
+decoder_kernel.numpy_sgemm_address = lambda: 0
+import tests.test_decoder_kernel as t
+model, src = t.model_of("post-LN", np.float32), t.ragged_sources(20)
+with tl.no_grad():
+    kernel = decoder_kernel.DecoderKernel(model, src, src != t.PAD, 20, 4)
+assert kernel.stack[14] is False and decoder_kernel._kernels().numpy_sgemm is False
+with tl.fast.tricks_on("decoder_kernel"):
+    fast_tokens = decoding.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
+with tl.fast.tricks_off("decoder_kernel"):
+    plain_tokens = decoding.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
+np.testing.assert_array_equal(fast_tokens, plain_tokens)
+print("ok")
+"""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TINYGRAD_LITE_BACKEND": "numba", "PYTHONPATH": str(root)}
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr

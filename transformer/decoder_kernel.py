@@ -350,17 +350,28 @@ def greedy_loop(bos, eos, pad, max_len, stack, generator_w, generator_b, heads, 
     return tokens, score, max_len
 
 
+def _no_numpy_sgemm(*args):
+    raise RuntimeError("decoder_kernel: NumPy's sgemm was called but this NumPy build has none")
+
+
+# what SGEMM_SYMBOL names without NumPy's sgemm: a C function pointer on every platform (kept alive here)
+_SGEMM_STAND_IN = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64,
+                                   ctypes.c_int64, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64,
+                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p,
+                                   ctypes.c_int64)(_no_numpy_sgemm)
+
+
 @lazy_kernels
 def _kernels(numba):
     """Compile-on-first-use kernels: encode, the decoder step's log-probs, the greedy loop; and
     numpy_sgemm: whether `_linear` may call NumPy's sgemm (its symbol is always bound, so cached
-    kernels link; without NumPy's, to abort(), which `stack[14]` False keeps from being called)."""
+    kernels link; without NumPy's, to a stand-in that `stack[14]` False keeps from being called)."""
     import llvmlite.binding
     from numba import types
     from numba.extending import register_jitable
     global _NUMPY_SGEMM
     address = numpy_sgemm_address()
-    llvmlite.binding.add_symbol(SGEMM_SYMBOL, address or ctypes.cast(ctypes.CDLL(None).abort, ctypes.c_void_p).value)
+    llvmlite.binding.add_symbol(SGEMM_SYMBOL, address or ctypes.cast(_SGEMM_STAND_IN, ctypes.c_void_p).value)
     int32, int64 = types.int32, types.int64
     _NUMPY_SGEMM = types.ExternalFunction(SGEMM_SYMBOL, types.void(
         int32, int32, int32, int64, int64, int64, types.float32, types.intp, int64, types.intp, int64,
