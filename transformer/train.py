@@ -89,7 +89,7 @@ class TrainConfig:
 REAL_DATA_RECIPE = {"d_model": 128, "heads": 4, "layers": 2, "d_ff": 256, "warmup": 400,
                     "max_tokens": 2000, "batch_by": "target", "bucket_pool": 20, "min_freq": 2,
                     "tie_embeddings": True, "clip": 1.0, "label_smoothing": 0.0, "eval_every": 150,
-                    "average": 5}
+                    "average": 5, "cooldown": 0.3}
 
 
 def real_data_config(explicit: dict) -> dict:
