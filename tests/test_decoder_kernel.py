@@ -4,6 +4,7 @@ greedy and beam search, on post-/pre-LN, final norm, tied embeddings, float32/fl
 ragged padded batches whose rows finish at different steps; and the plain path where it must run."""
 import numpy as np
 import pytest
+import trick_switches
 
 import tinygrad_lite as tl
 from tinygrad_lite import fast, kernels
@@ -45,11 +46,7 @@ def ragged_sources(batch: int, seed: int = 1) -> np.ndarray:
 
 def both(fn):
     """fn() with the kernel (its switch on), then on the plain path (switch off)."""
-    with fast.tricks_on("decoder_kernel"):
-        fused = fn()
-    with fast.tricks_off("decoder_kernel"):
-        plain = fn()
-    return fused, plain
+    return trick_switches.both(fn, "decoder_kernel")
 
 
 def assert_close(a, b, dtype):
@@ -259,7 +256,9 @@ import numpy as np
 import tinygrad_lite as tl
 from transformer import decoder_kernel, decoding
 decoder_kernel.numpy_sgemm_address = lambda: 0
-import tests.test_decoder_kernel as t
+import sys
+sys.path.insert(0, "tests")  # this file's helpers (trick_switches), as pytest finds them
+import test_decoder_kernel as t
 model, src = t.model_of("post-LN", np.float32), t.ragged_sources(20)
 with tl.no_grad():
     kernel = decoder_kernel.DecoderKernel(model, src, src != t.PAD, 20, 4)

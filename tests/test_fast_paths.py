@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trick_switches import both
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast, nn
@@ -24,15 +25,6 @@ def tricks_restored():
     before = repr(fast.TRICKS)
     yield
     assert repr(fast.TRICKS) == before
-
-
-def both(fn, *names):
-    """fn() with the named tricks (all if none) on, then off: (on result, off result)."""
-    with fast.tricks_on(*names):
-        on = fn()
-    with fast.tricks_off(*names):
-        off = fn()
-    return on, off
 
 
 def assert_same(on, off):

@@ -2,6 +2,7 @@
 backward (a full dy, then log_softmax's backward), its oracle: equal to rounding, float64 to 1e-10."""
 import numpy as np
 import pytest
+import trick_switches
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast
@@ -21,11 +22,7 @@ def tricks_restored():
 
 
 def both(fn):
-    with fast.tricks_on("fused_cross_entropy"):
-        on = fn()
-    with fast.tricks_off("fused_cross_entropy"):
-        off = fn()
-    return on, off
+    return trick_switches.both(fn, "fused_cross_entropy")
 
 
 def assert_close(on, off, dtype):
