@@ -445,7 +445,7 @@ class Trainer:
         return left is not None and self.closing_reserve() > left
 
     def budget_spent(self, seconds: float) -> float | None:
-        """The share of its budget the run has used after `seconds` of training: the largest of
+        """The share of its budget the run has used `seconds` after it started: the largest of
         step/--max-steps, step/(--epochs' steps) and the share of --minutes (less the closing
         evaluation's reserve). None when nothing bounds the run."""
         cfg, shares = self.cfg, []
@@ -458,7 +458,7 @@ class Trainer:
         return max(shares) if shares else None
 
     def cool_down(self, seconds: float) -> None:
-        """The next step's lr: the schedule's, times a linear fall to 0 over the last `cooldown` share
+        """This step's lr: the schedule's, times a linear fall to 0 over the last `cooldown` share
         of the budget. A run that knows its length learns more by ending at lr 0 than by stopping on
         the Noam schedule's tail (Li et al., 2020, "Budgeted training"; bench/README.md "Real data")."""
         spent = self.budget_spent(seconds) if self.cfg.cooldown else None
