@@ -11,6 +11,7 @@ import numpy as np
 from .. import kernels as K
 from ..checks import number, one_of, positive_int, probability
 from ..fast import TRICKS, cross_entropy_grad
+from ..kernels.embedding import embedding_backward
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -159,15 +160,7 @@ def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     out = weight.data[idx]
 
     def backward(g):
-        # Rows of g summed per id: sort the ids, then one reduceat over each run of equal ids
-        # (3x faster than np.add.at, which handles repeated ids one element at a time).
-        flat = idx.reshape(-1)
-        order = np.argsort(flat, kind="stable")
-        ids = flat[order]
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if ids.size else np.zeros(0, np.intp)
-        dw = np.zeros_like(weight.data)
-        if ids.size:
-            dw[ids[starts]] = np.add.reduceat(g.reshape(-1, dim)[order], starts, axis=0)
+        dw = embedding_backward(idx.reshape(-1), g.reshape(-1, dim), num).astype(weight.dtype, copy=False)
         if padding_idx is not None:
             dw[padding_idx] = 0
         return (dw,)
