@@ -171,7 +171,9 @@ def check_finite(tensor, what: str, array):
 
 # ---------------------------------------------------------------- backward
 def toposort(root) -> list:
-    """Nodes that lead to `root` and need grad, inputs before outputs; iterative DFS."""
+    """Nodes that lead to `root` and need grad, inputs before outputs; iterative DFS. A leaf
+    (no inputs) goes into the order as soon as it is found: before the node that found it, and
+    so before every node that uses it."""
     order, visited = [], set()
     stack = [(root, False)]
     while stack:
@@ -185,7 +187,11 @@ def toposort(root) -> list:
         stack.append((node, True))
         for parent in node._prev:
             if parent.requires_grad and id(parent) not in visited:
-                stack.append((parent, False))
+                if parent._prev:
+                    stack.append((parent, False))
+                else:
+                    visited.add(id(parent))
+                    order.append(parent)
     return order
 
 
@@ -236,8 +242,9 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                 grads[key] = pg if key not in grads else grads[key] + pg
             if not retain_graph:
                 node._backward = None
-        else:
-            g = g.astype(node.data.dtype, copy=False)
+        elif node.grad is None:
             # a copy: the leaf's gradient is its own array, which an optimizer may change in place
-            node.grad = g.copy() if node.grad is None else node.grad + g
+            node.grad = g.astype(node.data.dtype, order="C")
+        else:
+            node.grad = node.grad + g.astype(node.data.dtype, copy=False)
 
