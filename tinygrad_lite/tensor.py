@@ -387,14 +387,16 @@ class Tensor:
             return self._make(self.data + self.data.dtype.type(other), "add", (self,), None)
         a, b = self._binary_inputs(other, "add", _reflected)
         return a._make(a.data + b.data, "add", (a, b),
-                       lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape)))
+                       lambda g: (unbroadcast(g, a.shape) if a.requires_grad else None,
+                                  unbroadcast(g, b.shape) if b.requires_grad else None))
 
     @_public_signature
     def sub(self, other, _reflected=False):
         """Returns self - other elementwise, broadcasting, like torch.sub."""
         a, b = self._binary_inputs(other, "sub", _reflected)
         return a._make(a.data - b.data, "sub", (a, b),
-                       lambda g: (unbroadcast(g, a.shape), unbroadcast(-g, b.shape)))
+                       lambda g: (unbroadcast(g, a.shape) if a.requires_grad else None,
+                                  unbroadcast(-g, b.shape) if b.requires_grad else None))
 
     @_public_signature
     def mul(self, other, _reflected=False):
