@@ -125,3 +125,30 @@ def test_bad_input_gets_a_clear_error(fn, exc, pattern):
 ])
 def test_arange_like_torch_including_step_without_stop(args, kwargs, want):
     np.testing.assert_array_equal(Tensor.arange(*args, **kwargs).data, want)
+
+
+def test_toposort_puts_every_input_before_its_node_and_a_shared_leaf_gets_all_its_gradients():
+    from tinygrad_lite.autograd import toposort
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((3, 3)), requires_grad=True)  # used early and late in the graph
+    b = Tensor(rng.standard_normal(3), requires_grad=True)
+    x = Tensor(rng.standard_normal((2, 3)))
+    h = (x @ w + b).tanh()
+    y = (h * (h @ w) + b).sum() + (w * w).sum()
+    order = toposort(y)
+    position = {id(t): i for i, t in enumerate(order)}
+    assert len(position) == len(order)
+    for node in order:
+        for parent in node._prev:
+            if parent.requires_grad:
+                assert position[id(parent)] < position[id(node)], node._op
+    assert order[-1] is y and {id(w), id(b)} <= set(position)
+    y.backward()
+    eps, numeric = 1e-6, np.zeros_like(w.data)
+    for i in np.ndindex(*w.shape):
+        for sign in (1, -1):
+            wd = w.data.copy()
+            wd[i] += sign * eps
+            hd = np.tanh(x.data @ wd + b.data)
+            numeric[i] += sign * ((hd * (hd @ wd) + b.data).sum() + (wd * wd).sum()) / (2 * eps)
+    np.testing.assert_allclose(w.grad, numeric, rtol=1e-6, atol=1e-8)
