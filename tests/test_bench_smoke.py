@@ -70,3 +70,26 @@ def test_scaling_quick(tmp_path):
     assert [r["tokens"] for r in rows(tmp_path / "s.jsonl")] == [16, 32]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "fitted time exponent (ours)" in out
+
+
+def test_torch_recipe_quick_engines_agree_without_dropout(tmp_path):
+    for engine in ("torch", "ours"):
+        run("torch_recipe.py", "--engine", engine, "--dropout", "0", "--json", str(tmp_path / "r.jsonl"))
+    torch_run, ours_run = rows(tmp_path / "r.jsonl")
+    assert [r["step"] for r in torch_run["curve"]] == [r["step"] for r in ours_run["curve"]] == [6, 12]
+    for a, b in zip(torch_run["curve"], ours_run["curve"]):
+        for key in ("train_loss", "dev_per_token", "dev_tutorial"):
+            assert abs(a[key] - b[key]) < 1e-3 * b[key], (key, a, b)
+    assert torch_run["curve"][-1]["dev_per_token"] < torch_run["curve"][0]["dev_per_token"] + 0.5
+
+
+def test_torch_recipe_tutorial_loss_weighs_batches_not_tokens():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from torch_recipe import dev_losses
+
+    src = [[5]] * 128
+    tgt = [[2, 5, 3]] * 64 + [[2, 5, 5, 5, 5, 5, 5, 3]] * 64   # 2 then 7 predicted tokens a pair
+    per_token, tutorial = dev_losses(lambda b: (1.0 if b.tgt.shape[1] == 3 else 3.0, int((b.tgt[:, 1:] > 0).sum())),
+                                     src, tgt)
+    assert tutorial == pytest.approx(2.0)
+    assert per_token == pytest.approx((1.0 * 128 + 3.0 * 448) / 576)

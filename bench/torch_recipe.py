@@ -1,0 +1,215 @@
+"""The PyTorch translation recipe of issue 15, run here, with its dev loss measured two ways.
+
+    python bench/torch_recipe.py --data train.txt --dev dev.txt --steps 1600           # torch, the recipe
+    python bench/torch_recipe.py --data train.txt --dev dev.txt --steps 1600 --engine ours
+    python bench/torch_recipe.py --quick                                               # seconds (CI smoke)
+
+The recipe, as issue 15 describes it: `torch.nn.Transformer` (post-LN, its closing LayerNorms),
+the target embedding tied to the generator, vocabularies of min_freq 2, batches of 64 random
+sentences, Adam (0.9, 0.98, 1e-9) on the Noam schedule, dropout 0.1, no clipping, plain
+cross-entropy, and the PyTorch tutorial's `xavier_uniform_` on every parameter of 2+ dimensions.
+Tokenizers and vocabularies are ours (`transformer.train`), so only the recipe differs from
+`python -m transformer train`. `--engine ours` trains our Transformer through the same loop, on
+the same batches, from the same weights.
+
+Dev loss, two ways, at every `--eval-every` steps:
+- **per token**: the summed NLL over all dev target tokens divided by their count
+  (`transformer.train.evaluate_loss`, what our training log prints);
+- **tutorial**: the PyTorch translation tutorial's `evaluate`: the mean over dev batches of
+  64 pairs, in file order, of each batch's mean loss. Every batch weighs the same however many
+  tokens it has, and Tatoeba files are sorted by English length, so the short sentences' batches
+  (easier per token) count more than their tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from train_throughput import set_threads  # noqa: E402  (bench/ sits next to this file)
+
+SENTENCES = 64
+
+
+def sentence_batches(src, tgt, steps: int, seed: int):
+    """Batches of 64 pairs, a fresh random order each epoch (a DataLoader with shuffle=True)."""
+    from transformer.data import Batch, pad_batch
+
+    batches, epoch = [], 0
+    while len(batches) < steps:
+        order = np.random.default_rng(seed * 100003 + epoch).permutation(len(src))
+        batches += [Batch(pad_batch([src[i] for i in order[k:k + SENTENCES]]),
+                          pad_batch([tgt[i] for i in order[k:k + SENTENCES]]))
+                    for k in range(0, len(order), SENTENCES)]
+        epoch += 1
+    return batches[:steps]
+
+
+def dev_losses(batch_loss, src, tgt) -> tuple[float, float]:
+    """(per token, tutorial) dev NLL; batch_loss(Batch) -> (mean loss over its tokens, tokens)."""
+    from transformer.data import Batch, pad_batch
+
+    means, counts = [], []
+    for k in range(0, len(src), SENTENCES):
+        mean, n = batch_loss(Batch(pad_batch(src[k:k + SENTENCES]), pad_batch(tgt[k:k + SENTENCES])))
+        means.append(mean)
+        counts.append(n)
+    means, counts = np.array(means), np.array(counts)
+    return float(means @ counts / counts.sum()), float(means.mean())
+
+
+def build(torch, n_src: int, n_tgt: int, args):
+    """(ours, theirs) with identical weights, xavier_uniform_ on 2+-dim parameters if asked."""
+    import tinygrad_lite as tl
+    from transformer.interop import to_torch_state_dict, torch_reference
+    from transformer.model import Transformer
+
+    tl.manual_seed(args.seed)
+    ours = Transformer(n_src, n_tgt, d_model=args.d_model, h=args.heads, N=args.layers, d_ff=args.d_ff,
+                       dropout=args.dropout, final_norm=True, tie_embeddings=True)
+    if args.init == "xavier":
+        rng = np.random.default_rng(args.seed)
+        for p in ours.parameters():
+            if p.data.ndim > 1:
+                bound = np.sqrt(6.0 / (p.data.shape[0] + p.data.shape[1]))
+                p.data[...] = rng.uniform(-bound, bound, p.data.shape)
+    theirs = torch_reference(ours)
+    theirs.load_state_dict(to_torch_state_dict(ours))
+    return ours, theirs
+
+
+def torch_engine(torch, model, args):
+    """(train_step(batch, lr) -> loss, eval_loss(batch) -> (mean, tokens)) for nn.Transformer."""
+    from transformer.data import PAD
+
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+
+    def loss_of(batch):
+        src, tgt = torch.from_numpy(batch.src), torch.from_numpy(batch.tgt)
+        logits = model(src, tgt[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
+                                                 ignore_index=PAD)
+
+    def train_step(batch, lr):
+        model.train()
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = loss_of(batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        opt.step()
+        return loss.item()
+
+    def eval_loss(batch):
+        model.eval()
+        with torch.no_grad():
+            return loss_of(batch).item(), int((batch.tgt[:, 1:] != PAD).sum())
+
+    return train_step, eval_loss
+
+
+def ours_engine(model, args):
+    """The same two functions for our Transformer (transformer.train.batch_loss, our Adam)."""
+    from tinygrad_lite import no_grad
+    from tinygrad_lite.optim import Adam, clip_grad_norm_
+    from transformer.train import batch_loss
+
+    opt = Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+
+    def train_step(batch, lr):
+        model.train()
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss, _ = batch_loss(model, batch, 0.0)
+        opt.zero_grad()
+        loss.backward()
+        if args.clip:
+            clip_grad_norm_(model.parameters(), args.clip)
+        opt.step()
+        return loss.item()
+
+    def eval_loss(batch):
+        model.eval()
+        with no_grad():
+            loss, n = batch_loss(model, batch, 0.0)
+        return loss.item(), n
+
+    return train_step, eval_loss
+
+
+def run(args) -> dict:
+    import warnings
+
+    from transformer.train import TrainConfig, build_dataset
+
+    warnings.filterwarnings("ignore", message=".*nested tensors.*")
+    torch = set_threads(args.threads)
+    if torch is None:
+        raise SystemExit("torch_recipe: this benchmark needs torch (the reference weights come from it)")
+    data = build_dataset(TrainConfig(data=args.data, dev=args.dev, min_freq=2, seed=args.seed))
+    (src, tgt), (dev_src, dev_tgt) = data.ids["train"], data.ids["dev"]
+    batches = sentence_batches(src, tgt, args.steps, args.seed)
+    ours, theirs = build(torch, len(data.src_vocab), len(data.tgt_vocab), args)
+    torch.manual_seed(args.seed)
+    train_step, eval_loss = torch_engine(torch, theirs, args) if args.engine == "torch" else ours_engine(ours, args)
+    print(f"{args.engine}: {len(src)} train / {len(dev_src)} dev pairs, vocab zh {len(data.src_vocab)} / "
+          f"en {len(data.tgt_vocab)}, batches of {SENTENCES} sentences, init {args.init}", flush=True)
+    print(f"{'step':>6} {'train loss':>10} {'dev per token':>14} {'dev tutorial':>13} {'seconds':>8}", flush=True)
+    rows, recent, t0 = [], [], time.perf_counter()
+    for step, batch in enumerate(batches, start=1):
+        lr = args.d_model ** -0.5 * min(step ** -0.5, step * args.warmup ** -1.5)
+        recent.append(train_step(batch, lr))
+        if step % args.eval_every == 0 or step == len(batches):
+            per_token, tutorial = dev_losses(eval_loss, dev_src, dev_tgt)
+            rows.append({"step": step, "train_loss": float(np.mean(recent)), "dev_per_token": per_token,
+                         "dev_tutorial": tutorial, "seconds": time.perf_counter() - t0})
+            recent = []
+            print(f"{step:>6} {rows[-1]['train_loss']:>10.3f} {per_token:>14.3f} {tutorial:>13.3f} "
+                  f"{rows[-1]['seconds']:>8.0f}", flush=True)
+    return {"engine": args.engine, "init": args.init, "seed": args.seed, "clip": args.clip, "curve": rows}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="built-in corpus, tiny model, 12 steps (seconds)")
+    p.add_argument("--data", help="training pairs (default: the built-in toy corpus)")
+    p.add_argument("--dev")
+    p.add_argument("--engine", choices=["torch", "ours"], default="torch")
+    p.add_argument("--steps", type=int, default=1600)
+    p.add_argument("--eval-every", type=int, default=400)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--d-ff", type=int, default=512)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--warmup", type=int, default=1000)
+    p.add_argument("--clip", type=float, default=0.0, help="gradient-norm clipping (0: none, the recipe)")
+    p.add_argument("--init", choices=["xavier", "ours"], default="xavier",
+                   help="xavier_uniform_ on 2+-dim parameters (the tutorial) or our constructors' init")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", help="append the result (the whole curve) here")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.data = args.dev = None
+        args.steps, args.eval_every, args.d_model, args.heads, args.layers, args.d_ff, args.warmup = (
+            12, 6, 32, 2, 1, 64, 4)
+    result = run(args)
+    if args.json:
+        with open(args.json, "a", encoding="utf-8") as f:
+            f.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
