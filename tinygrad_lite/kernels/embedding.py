@@ -9,7 +9,7 @@ The NumPy twin sorts the ids and sums each run of equal ids with one `np.add.red
 faster than np.add.at, which handles repeated ids one element at a time); the Numba kernel adds
 each row into its id's row in the order of the ids, one pass. Both sum the same rows; the order
 of the additions differs (reduceat's own grouping), so they agree to rounding
-(tests/test_kernels.py). nn.functional.embedding checks the ids; the kernels trust them.
+(tests/test_embedding_kernel.py). nn.functional.embedding checks the ids; the kernels trust them.
 """
 import numpy as np
 

@@ -11,7 +11,6 @@ import numpy as np
 from .. import kernels as K
 from ..checks import number, one_of, positive_int, probability
 from ..fast import TRICKS, cross_entropy_grad
-from ..kernels.embedding import embedding_backward
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -160,7 +159,7 @@ def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     out = weight.data[idx]
 
     def backward(g):
-        dw = embedding_backward(idx.reshape(-1), g.reshape(-1, dim), num).astype(weight.dtype, copy=False)
+        dw = K.embedding_backward(idx.reshape(-1), g.reshape(-1, dim), num).astype(weight.dtype, copy=False)
         if padding_idx is not None:
             dw[padding_idx] = 0
         return (dw,)
