@@ -184,6 +184,19 @@ def test_the_closing_evaluation_is_kept_in_reserve(tmp_path):
     assert trainer.out_of_time()
 
 
+def test_the_reserve_forgets_the_first_evaluations_one_time_costs(tmp_path):
+    from transformer.train import TrainConfig, Trainer
+
+    trainer = Trainer(TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False))
+    trainer.note_evaluation_time(29.0)  # the first: compiling, importing
+    assert trainer.eval_seconds == 29.0  # all we know yet
+    trainer.note_evaluation_time(0.9)
+    assert trainer.eval_seconds == 0.9
+    trainer.note_evaluation_time(2.5)
+    trainer.note_evaluation_time(0.7)
+    assert trainer.eval_seconds == 2.5  # the longest since the first
+
+
 def test_the_recipes_bucket_pool_goes_with_its_own_batch_size():
     from transformer.train import REAL_DATA_RECIPE, real_data_config
 
