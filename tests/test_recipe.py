@@ -99,6 +99,8 @@ def test_a_corpus_too_small_for_a_dev_split_trains_without_one_and_says_so(tmp_p
     assert run.returncode == 0, run.stderr
     assert "list index" not in run.stderr
     assert "training without dev" in run.stdout and "3 distinct Chinese sentence(s)" in run.stdout
+    assert "Warning" not in run.stderr and "(no dev split: the latest)" in run.stdout  # loss.png: train loss
+    assert (tmp_path / "out" / "loss.png").stat().st_size > 0
     assert (tmp_path / "out" / "best.safetensors").exists()
     translated = cli("translate", "--checkpoint", tmp_path / "out" / "best.safetensors", "我喜欢猫")
     assert translated.returncode == 0, translated.stderr

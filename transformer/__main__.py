@@ -203,11 +203,14 @@ def check_output_dir(path, what: str) -> None:
         raise CLIError(f"{what} {path} is a file; expected a directory (it is created if missing)")
 
 
-def draw_loss_curve(out_dir):
-    """The callback that redraws OUT/loss.png from the metrics log after each evaluation."""
+def draw_loss_curve(out_dir, with_dev: bool = True):
+    """The callback that redraws OUT/loss.png from the metrics log after each evaluation
+    (the training loss alone when there is no dev split)."""
+    keys = ("train_loss", "dev_loss") if with_dev else ("train_loss",)
+
     def draw(metrics_path):
         from viz.plots import plot_loss_curves
-        plot_loss_curves(metrics_path, out=os.path.join(out_dir, "loss.png"))
+        plot_loss_curves(metrics_path, out=os.path.join(out_dir, "loss.png"), keys=keys)
     return draw
 
 
@@ -252,7 +255,9 @@ def cmd_train(args) -> int:
     dist.init()
     if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
         sys.stdout = open(os.devnull, "w")
-    trainer = Trainer(cfg, on_eval=draw_loss_curve(cfg.out))
+    trainer = Trainer(cfg)
+    with_dev = bool(trainer.data.splits.get("dev"))
+    trainer.on_eval = draw_loss_curve(cfg.out, with_dev)
     print_training_header(trainer, dist.world_size())
     try:
         report = trainer.run()
@@ -260,7 +265,8 @@ def cmd_train(args) -> int:
         return 130
     if report is None:  # data parallel: ranks other than 0 are done
         return 0
-    print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; best model on dev: {report['checkpoint']} "
+    kept = "best model on dev" if with_dev else "model (no dev split: the latest)"
+    print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; {kept}: {report['checkpoint']} "
           f"(latest, for --resume: {trainer.checkpoint_path})")
     for split, label in (("test", "held-out test"), ("novel", "compositional (novel combinations)")):
         if split in report:
