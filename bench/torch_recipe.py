@@ -34,7 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from train_throughput import set_threads  # noqa: E402  (bench/ sits next to this file)
+from side_by_side import noam  # noqa: E402  (bench/ sits next to this file)
+from train_throughput import set_threads  # noqa: E402
 
 SENTENCES = 64
 
@@ -166,9 +167,9 @@ def run(args) -> dict:
           f"en {len(data.tgt_vocab)}, batches of {SENTENCES} sentences, init {args.init}", flush=True)
     print(f"{'step':>6} {'train loss':>10} {'dev per token':>14} {'dev tutorial':>13} {'seconds':>8}", flush=True)
     rows, recent, t0 = [], [], time.perf_counter()
+    schedule = noam(args.d_model, args.warmup)
     for step, batch in enumerate(batches, start=1):
-        lr = args.d_model ** -0.5 * min(step ** -0.5, step * args.warmup ** -1.5)
-        recent.append(train_step(batch, lr))
+        recent.append(train_step(batch, schedule(step)))
         if step % args.eval_every == 0 or step == len(batches):
             per_token, tutorial = dev_losses(eval_loss, dev_src, dev_tgt)
             rows.append({"step": step, "train_loss": float(np.mean(recent)), "dev_per_token": per_token,

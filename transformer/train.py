@@ -257,7 +257,7 @@ class Trainer:
         self.cfg = cfg
         self.threads = use_num_threads(cfg.threads, "train")
         self.on_eval = on_eval
-        self.eval_seconds = 0.0   # the longest evaluation so far: kept in reserve under --minutes
+        self.eval_seconds = 0.0   # kept in reserve under --minutes (note_evaluation_time)
         self.evaluations = 0
         self.snapshots = []       # the weights at the last `average` evaluations
         self.deadline = None
