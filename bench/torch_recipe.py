@@ -24,7 +24,6 @@ Dev loss, two ways, at every `--eval-every` steps:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -34,8 +33,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from side_by_side import noam  # noqa: E402  (bench/ sits next to this file)
-from train_throughput import set_threads  # noqa: E402
+from side_by_side import (  # noqa: E402  (bench/ sits next to this file)
+    add_data_args,
+    add_model_args,
+    add_run_args,
+    append_json,
+    build_models,
+    needs_torch,
+    noam,
+    ours_engine,
+    torch_engine,
+    use_quick,
+)
 
 SENTENCES = 64
 
@@ -67,102 +76,32 @@ def dev_losses(batch_loss, src, tgt) -> tuple[float, float]:
     return float(means @ counts / counts.sum()), float(means.mean())
 
 
+def xavier_uniform_(model, seed: int) -> None:
+    """The tutorial's init: xavier_uniform_ on every parameter of 2+ dimensions."""
+    rng = np.random.default_rng(seed)
+    for p in model.parameters():
+        if p.data.ndim > 1:
+            bound = np.sqrt(6.0 / (p.data.shape[0] + p.data.shape[1]))
+            p.data[...] = rng.uniform(-bound, bound, p.data.shape)
+
+
 def build(torch, n_src: int, n_tgt: int, args):
-    """(ours, theirs) with identical weights, xavier_uniform_ on 2+-dim parameters if asked."""
-    import tinygrad_lite as tl
-    from transformer.interop import to_torch_state_dict, torch_reference
-    from transformer.model import Transformer
-
-    tl.manual_seed(args.seed)
-    ours = Transformer(n_src, n_tgt, d_model=args.d_model, h=args.heads, N=args.layers, d_ff=args.d_ff,
-                       dropout=args.dropout, final_norm=True, tie_embeddings=True)
-    if args.init == "xavier":
-        rng = np.random.default_rng(args.seed)
-        for p in ours.parameters():
-            if p.data.ndim > 1:
-                bound = np.sqrt(6.0 / (p.data.shape[0] + p.data.shape[1]))
-                p.data[...] = rng.uniform(-bound, bound, p.data.shape)
-    theirs = torch_reference(ours)
-    theirs.load_state_dict(to_torch_state_dict(ours))
-    return ours, theirs
-
-
-def torch_engine(torch, model, args):
-    """(train_step(batch, lr) -> loss, eval_loss(batch) -> (mean, tokens)) for nn.Transformer."""
-    from transformer.data import PAD
-
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-
-    def loss_of(batch):
-        src, tgt = torch.from_numpy(batch.src), torch.from_numpy(batch.tgt)
-        logits = model(src, tgt[:, :-1])
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
-                                                 ignore_index=PAD)
-
-    def train_step(batch, lr):
-        model.train()
-        for group in opt.param_groups:
-            group["lr"] = lr
-        loss = loss_of(batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        opt.step()
-        return loss.item()
-
-    def eval_loss(batch):
-        model.eval()
-        with torch.no_grad():
-            return loss_of(batch).item(), int((batch.tgt[:, 1:] != PAD).sum())
-
-    return train_step, eval_loss
-
-
-def ours_engine(model, args):
-    """The same two functions for our Transformer (transformer.train.batch_loss, our Adam)."""
-    from tinygrad_lite import no_grad
-    from tinygrad_lite.optim import Adam, clip_grad_norm_
-    from transformer.train import batch_loss
-
-    opt = Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-
-    def train_step(batch, lr):
-        model.train()
-        for group in opt.param_groups:
-            group["lr"] = lr
-        loss, _ = batch_loss(model, batch, 0.0)
-        opt.zero_grad()
-        loss.backward()
-        if args.clip:
-            clip_grad_norm_(model.parameters(), args.clip)
-        opt.step()
-        return loss.item()
-
-    def eval_loss(batch):
-        model.eval()
-        with no_grad():
-            loss, n = batch_loss(model, batch, 0.0)
-        return loss.item(), n
-
-    return train_step, eval_loss
+    """side_by_side's twin models (tied, float32: the recipe), xavier_uniform_ first if asked."""
+    init = (lambda ours: xavier_uniform_(ours, args.seed)) if args.init == "xavier" else None
+    return build_models(torch, n_src, n_tgt, args, args.seed, init=init)
 
 
 def run(args) -> dict:
-    import warnings
-
     from transformer.train import TrainConfig, build_dataset
 
-    warnings.filterwarnings("ignore", message=".*nested tensors.*")
-    torch = set_threads(args.threads)
-    if torch is None:
-        raise SystemExit("torch_recipe: this benchmark needs torch (the reference weights come from it)")
+    torch = needs_torch(args.threads, "torch_recipe: this benchmark needs torch (the reference weights come from it)")
     data = build_dataset(TrainConfig(data=args.data, dev=args.dev, min_freq=2, seed=args.seed))
     (src, tgt), (dev_src, dev_tgt) = data.ids["train"], data.ids["dev"]
     batches = sentence_batches(src, tgt, args.steps, args.seed)
     ours, theirs = build(torch, len(data.src_vocab), len(data.tgt_vocab), args)
     torch.manual_seed(args.seed)
-    train_step, eval_loss = torch_engine(torch, theirs, args) if args.engine == "torch" else ours_engine(ours, args)
+    engine = torch_engine(torch, theirs, args.clip) if args.engine == "torch" else ours_engine(ours, args.clip)
+    train_step, eval_loss = engine
     print(f"{args.engine}: {len(src)} train / {len(dev_src)} dev pairs, vocab zh {len(data.src_vocab)} / "
           f"en {len(data.tgt_vocab)}, batches of {SENTENCES} sentences, init {args.init}", flush=True)
     print(f"{'step':>6} {'train loss':>10} {'dev per token':>14} {'dev tutorial':>13} {'seconds':>8}", flush=True)
@@ -182,33 +121,22 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="built-in corpus, tiny model, 12 steps (seconds)")
-    p.add_argument("--data", help="training pairs (default: the built-in toy corpus)")
-    p.add_argument("--dev")
+    add_data_args(p, "built-in corpus, tiny model, 12 steps (seconds)")
     p.add_argument("--engine", choices=["torch", "ours"], default="torch")
     p.add_argument("--steps", type=int, default=1600)
     p.add_argument("--eval-every", type=int, default=400)
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--d-ff", type=int, default=512)
+    add_model_args(p)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--clip", type=float, default=0.0, help="gradient-norm clipping (0: none, the recipe)")
     p.add_argument("--init", choices=["xavier", "ours"], default="xavier",
                    help="xavier_uniform_ on 2+-dim parameters (the tutorial) or our constructors' init")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--json", help="append the result (the whole curve) here")
+    add_run_args(p, "append the result (the whole curve) here")
+    p.set_defaults(tie_embeddings=True, float64=False)  # the recipe's, not flags: build_models reads them
     args = p.parse_args(argv)
     if args.quick:
-        args.data = args.dev = None
-        args.steps, args.eval_every, args.d_model, args.heads, args.layers, args.d_ff, args.warmup = (
-            12, 6, 32, 2, 1, 64, 4)
-    result = run(args)
-    if args.json:
-        with open(args.json, "a", encoding="utf-8") as f:
-            f.write(json.dumps(result) + "\n")
+        use_quick(args, steps=12, eval_every=6, warmup=4)
+    append_json(args.json, run(args))
     return 0
 
 
