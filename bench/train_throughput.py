@@ -18,8 +18,11 @@ positions of the decoder's output) per second; "ours/torch" > 1 means we are fas
 FLOPs: each step's matrix products (`step_products`: the linear layers, the generator and the
 attention blocks, forward plus the two backward products of each, 3x the forward) are counted
 and also run alone on OpenBLAS (NumPy's matmul, float32, same shapes) as a third side of the same
-alternation: the matmul-only time is the step's BLAS-bound limit. The tables give each engine's
-achieved GFLOP/s and the share of that limit it reaches (100% = nothing but the products).
+alternation: the matmul-only time is the step's BLAS-bound limit. The products counted are those
+a step needs: the position-wise layers on the batch's real tokens (our engine skips <pad> there,
+`Transformer.forward_tokens`; torch's nn.Transformer computes every position: "padded GFLOP").
+The tables give each engine's useful GFLOP/s and the share of that limit it reaches (100% =
+nothing but the needed products).
 
 Peak memory is measured in a fresh subprocess per side, so neither library's arrays or import
 cost leak into the other's number: "peak RSS" is the process's resident high-water mark while
@@ -179,15 +182,14 @@ class OursTrainer:
     """One training step of tinygrad-lite: forward, smoothed CE, backward, Adam."""
 
     def __init__(self, model, lr: float = 1e-4, label_smoothing: float = 0.1):
-        from tinygrad_lite.nn.functional import cross_entropy
         from tinygrad_lite.optim import Adam
-        self.model, self.cross_entropy, self.label_smoothing = model, cross_entropy, label_smoothing
+        from transformer.train import teacher_forcing_loss
+        self.model, self.teacher_forcing_loss, self.label_smoothing = model, teacher_forcing_loss, label_smoothing
         self.optimizer = Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
     def loss(self, batch: TokenBatch):
-        logits = self.model(batch.src, batch.tgt_in)
-        return self.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),
-                                  ignore_index=PAD, label_smoothing=self.label_smoothing)
+        """The translator's training loss (transformer.train), as `python -m transformer train` computes it."""
+        return self.teacher_forcing_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out, self.label_smoothing)
 
     def step(self, batch: TokenBatch) -> float:
         loss = self.loss(batch)
@@ -262,15 +264,18 @@ class Product:
         return 2 * self.batch * self.m * self.k * self.n * self.count
 
 
-def step_products(cfg: BenchConfig) -> list:
-    """The matrix products of one training step, forward and backward, both engines alike.
+def step_products(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = None) -> list:
+    """The matrix products of one training step, forward and backward.
 
-    Forward: per encoder layer q, k, v, o (d_model²) and the FFN (d_model·d_ff twice) on B·S rows;
-    per decoder layer the same on B·T rows plus cross-attention (k, v on the B·S memory rows);
-    the generator (d_model·vocab); per attention Q·Kᵀ and weights·V on B·h (T_q, T_k) blocks.
+    Forward: per encoder layer q, k, v, o (d_model²) and the FFN (d_model·d_ff twice) on rows_s
+    source rows; per decoder layer the same on rows_t target rows plus cross-attention (k, v on the
+    memory rows); the generator (d_model·vocab); per attention Q·Kᵀ and weights·V on B·h (T_q, T_k)
+    blocks. Rows default to every position, B·S and B·T (what torch computes); the real tokens'
+    counts give the products a step needs (our engine skips <pad> in the position-wise layers).
     Backward: each product C = A·B gives dA = dC·Bᵀ and dB = Aᵀ·dC, the same FLOPs twice (the
     first layer's input gradient included: the embeddings train), so a step is 3x the forward."""
-    rows_s, rows_t = cfg.batch * cfg.tokens, cfg.batch * cfg.tokens
+    rows_s = cfg.batch * cfg.tokens if rows_s is None else rows_s
+    rows_t = cfg.batch * cfg.tokens if rows_t is None else rows_t
     d, f, n_layers, bh, dk = cfg.d_model, cfg.d_ff, cfg.N, cfg.batch * cfg.h, cfg.d_model // cfg.h
     s, t = cfg.tokens, cfg.tokens
     forward = [Product(1, rows_s, d, d, 4 * n_layers), Product(1, rows_s, d, f, n_layers),
@@ -287,16 +292,22 @@ def step_products(cfg: BenchConfig) -> list:
     return forward + backward
 
 
-def step_flops(cfg: BenchConfig) -> int:
-    return sum(p.flops for p in step_products(cfg))
+def step_flops(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = None) -> int:
+    return sum(p.flops for p in step_products(cfg, rows_s, rows_t))
 
 
-def blas_step(cfg: BenchConfig, dtype=np.float32):
+def real_rows(batches: list) -> tuple[int, int]:
+    """The mean number of real (non-pad) source and decoder-input tokens of a batch."""
+    return (round(np.mean([(b.src != PAD).sum() for b in batches])),
+            round(np.mean([(b.tgt_in != PAD).sum() for b in batches])))
+
+
+def blas_step(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = None, dtype=np.float32):
     """A function that runs every product of one step once (OpenBLAS through NumPy's matmul,
     float32, on random operands made here): the matmul-only time of a step, its BLAS-bound limit."""
     rng = np.random.default_rng(0)
     operands = []
-    for p in step_products(cfg):
+    for p in step_products(cfg, rows_s, rows_t):
         a = rng.standard_normal((p.batch, p.m, p.k)).astype(dtype)[0 if p.batch == 1 else slice(None)]
         b = rng.standard_normal((p.batch, p.k, p.n)).astype(dtype)[0 if p.batch == 1 else slice(None)]
         operands.append((a, b, np.empty(a.shape[:-1] + b.shape[-1:], dtype), p.count))
@@ -452,11 +463,12 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
     ours, theirs = OursTrainer(ours_model), TorchTrainer(theirs_model)
     batches = random_batches(cfg, 4)
     loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
-    samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg)}, batches, cfg.steps,
-                        cfg.repeats, clock=CLOCKS[clock])
+    rows = real_rows(batches)
+    samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg, *rows)}, batches,
+                        cfg.steps, cfg.repeats, clock=CLOCKS[clock])
     tokens_per_step = float(np.mean([b.target_tokens for b in batches]))
     t_ours, t_torch, t_blas = median(samples["ours"]), median(samples["torch"]), median(samples["blas"])
-    flops = step_flops(cfg)
+    flops = step_flops(cfg, *rows)
     row = {
         "config": cfg.name, "threads": threads,
         "model": f"d_model {cfg.d_model}, h {cfg.h}, N {cfg.N}+{cfg.N}, d_ff {cfg.d_ff}, vocab {cfg.vocab}",
@@ -467,7 +479,8 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
         "spread_ours_pct": 100 * (max(samples["ours"]) - min(samples["ours"])) / t_ours,
         "spread_torch_pct": 100 * (max(samples["torch"]) - min(samples["torch"])) / t_torch,
         "initial_loss_ours": loss_ours, "initial_loss_torch": loss_torch,
-        "matmul_gflop_per_step": flops / 1e9, "ms_per_step_blas": 1e3 * t_blas,
+        "matmul_gflop_per_step": flops / 1e9, "padded_gflop_per_step": step_flops(cfg) / 1e9,
+        "ms_per_step_blas": 1e3 * t_blas,
         "gflop_s_ours": flops / t_ours / 1e9, "gflop_s_torch": flops / t_torch / 1e9,
         "gflop_s_blas": flops / t_blas / 1e9,
         "blas_bound_share_ours": t_blas / t_ours, "blas_bound_share_torch": t_blas / t_torch,
@@ -492,9 +505,10 @@ def print_table(rows: list) -> None:
              r.get("train_delta_mb_torch", "-")] for r in rows]
     print(markdown(header, body))
     print()
-    header = ["config", "threads", "matmul GFLOP/step", "BLAS-bound ms/step", "BLAS GFLOP/s", "ours GFLOP/s",
-              "torch GFLOP/s", "ours % of bound", "torch % of bound"]
-    body = [[r["config"], r["threads"], r["matmul_gflop_per_step"], r["ms_per_step_blas"], r["gflop_s_blas"],
+    header = ["config", "threads", "matmul GFLOP/step", "padded GFLOP/step", "BLAS-bound ms/step", "BLAS GFLOP/s",
+              "ours GFLOP/s", "torch GFLOP/s", "ours % of bound", "torch % of bound"]
+    body = [[r["config"], r["threads"], r["matmul_gflop_per_step"], r["padded_gflop_per_step"],
+             r["ms_per_step_blas"], r["gflop_s_blas"],
              r["gflop_s_ours"], r["gflop_s_torch"], 100 * r["blas_bound_share_ours"],
              100 * r["blas_bound_share_torch"]] for r in rows]
     print(markdown(header, body))

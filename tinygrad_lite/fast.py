@@ -23,7 +23,7 @@ from .autograd import _state as _autograd_state  # per-thread grad mode and anom
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "decoder_kernel", "fused_cross_entropy")
+         "fused_ffn", "decoder_kernel", "fused_cross_entropy", "skip_padding")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -188,3 +188,23 @@ def cross_entropy_grad(logp, targets, weight, eps):
 # transformer/decoder_kernel.py (tinygrad_lite never imports transformer); plain version: model.encode and
 # transformer.decoding._step, its oracle within float rounding (tests/test_decoder_kernel.py).
 
+# ---------------------------------------------------------------- skip_padding
+
+SKIP_PADDING_FROM = 0.10  # the share of <pad> positions from which skipping them pays
+
+
+def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndarray, pad: int) -> bool:
+    """Why: training small 21% faster (train small off/on 1.21, base-short 1.18; CPU clock, 2026-12-01) at 25% <pad>.
+
+    The position-wise layers (embeddings, projections, FFN, norms, generator) then run on a batch's
+    real tokens only, transformer.model.Transformer.forward_tokens; attention copies q, k, v back into
+    the padded layout. Those copies cost more than the rows saved below ~10% padding (the toy corpus,
+    2% padding: off/on 0.89), so the trick runs from SKIP_PADDING_FROM on, and only if every real
+    target follows a real input token (right padding), or the packed loss would leave it out. Plain
+    version: Transformer.forward, its oracle at the real tokens (tests/test_skip_padding.py); the
+    branch is in transformer.train.teacher_forcing_loss."""
+    real_in = tgt_in != pad
+    if (tgt_out[~real_in] != pad).any():
+        return False
+    padded = src.size - np.count_nonzero(src != pad) + real_in.size - np.count_nonzero(real_in)
+    return padded >= SKIP_PADDING_FROM * (src.size + tgt_in.size)

@@ -70,13 +70,18 @@ class MultiHeadAttention(Module):
         return x.transpose(1, 2).reshape(B, T, self.d_model)             # (B, T, d_model)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask=None, cache: dict | None = None,
-                static_kv: bool = False) -> Tensor:
+                static_kv: bool = False, real: tuple | None = None) -> Tensor:
         """query: (B, T_q, d_model); key, value: (B, T_k, d_model) -> (B, T_q, d_model).
 
         `cache`: see `project_keys_values` (incremental decoding, `transformer.decoding`).
+        `real` = (query_real (B, T_q), key_real (B, T_k)) bool masks when the inputs hold only the
+        real tokens' rows, (n_q, d_model) and (n_k, d_model) (`Transformer.forward_tokens`): the
+        projections run on those rows, the attention itself on the padded layout.
         """
         q = self.w_q(query)                                              # (B, T_q, h·d_k)
         k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, h·d_k)
+        if real is not None:                                             # (n, h·d_k) -> (B, T, h·d_k)
+            q, k, v = F.repad(q, real[0]), F.repad(k, real[1]), F.repad(v, real[1])
         if self.fused:  # one kernel on (B, T, h·d_k) as the projections give it: no head copies
             out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
                                              need_weights=True, heads=self.h)
@@ -87,6 +92,8 @@ class MultiHeadAttention(Module):
             out, weights = self.merge_heads(heads), weights.data
         if self.keep_weights:
             self.weights = weights
+        if real is not None:
+            out = F.unpad(out, real[0])                                  # (n_q, d_model)
         return self.w_o(out)
 
     def project_keys_values(self, key: Tensor, value: Tensor, cache: dict | None, static_kv: bool):

@@ -26,6 +26,7 @@ import tinygrad_lite as tl
 from tinygrad_lite import Tensor, no_grad
 from tinygrad_lite import distributed as dist
 from tinygrad_lite.checkpoint import unpack_arrays
+from tinygrad_lite.fast import TRICKS, padding_worth_skipping
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
 from tinygrad_lite.random import get_rng_state, set_rng_state
@@ -210,11 +211,20 @@ def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
 def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
     """Teacher forcing: the decoder reads <bos> y1..y_{n-1} and predicts y1..y_n <eos>."""
     tgt_in, tgt_out = batch.tgt[:, :-1], batch.tgt[:, 1:]
-    logits = model(batch.src, tgt_in)                                    # (B, T, V)
-    V = logits.shape[-1]
-    loss = cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=PAD,
-                         label_smoothing=label_smoothing)
-    return loss, int((tgt_out != PAD).sum())
+    return teacher_forcing_loss(model, batch.src, tgt_in, tgt_out, label_smoothing), int((tgt_out != PAD).sum())
+
+
+def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) -> Tensor:
+    """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
+    (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids."""
+    if TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, PAD):  # the position-wise
+        # layers on the real tokens only (Transformer.forward_tokens; fast.py): the same loss
+        logits, real = model.forward_tokens(src, tgt_in)                 # (n, V)
+        targets = tgt_out[real]
+    else:
+        logits = model(src, tgt_in)                                      # (B, T, V)
+        logits, targets = logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1)
+    return cross_entropy(logits, targets, ignore_index=PAD, label_smoothing=label_smoothing)
 
 
 @no_grad()

@@ -166,6 +166,47 @@ def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     return weight._make(out, "embedding", (weight,), backward)
 
 
+def unpad(x, real) -> Tensor:
+    """The rows of x (B, T, ...) where the (B, T) bool mask `real` is True, in row-major order:
+    (n, ...) for n = real.sum(). Position-wise layers (Linear, the FFN, LayerNorm) then skip the
+    padding positions; `repad` is its inverse (what flash-attn calls unpad_input / pad_input)."""
+    x = _tensor("unpad", "x", x)
+    keep = _real_mask("unpad", real, x.shape[:2], f"x of shape {x.shape}")
+    rows = np.flatnonzero(keep)
+    flat = (keep.size,) + x.shape[2:]
+    out = np.take(x.data.reshape(flat), rows, axis=0)                            # (n, ...)
+
+    def backward(g):
+        full = np.zeros(flat, dtype=g.dtype)
+        full[rows] = g
+        return (full.reshape(x.shape),)
+    return x._make(out, "unpad", (x,), backward)
+
+
+def repad(x, real) -> Tensor:
+    """The inverse of `unpad`: x (n, ...) holds the rows of the True positions of `real` (B, T),
+    in row-major order; returns (B, T, ...) with zeros at the False (padding) positions."""
+    x = _tensor("repad", "x", x)
+    keep = _real_mask("repad", real, None, f"x of shape {x.shape}")
+    if x.ndim == 0 or x.shape[0] != int(keep.sum()):
+        raise ValueError(f"repad: x must have one row per True entry of real ({int(keep.sum())}), "
+                         f"got x of shape {x.shape}")
+    rows = np.flatnonzero(keep)
+    out = np.zeros((keep.size,) + x.shape[1:], dtype=x.dtype)
+    out[rows] = x.data
+    return x._make(out.reshape(keep.shape + x.shape[1:]), "repad", (x,),
+                   lambda g: (np.take(g.reshape((keep.size,) + x.shape[1:]), rows, axis=0),))
+
+
+def _real_mask(op: str, real, shape, got: str) -> np.ndarray:
+    keep = real.data if isinstance(real, Tensor) else np.asarray(real)
+    if keep.dtype != np.bool_ or keep.ndim != 2 or (shape is not None and keep.shape != tuple(shape)):
+        want = f"of shape {tuple(shape)}" if shape is not None else "of 2 dims (B, T)"
+        raise ValueError(f"{op}: real must be a bool mask {want} (True at real tokens), got "
+                         f"{keep.dtype} of shape {keep.shape} with {got}")
+    return keep
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float = 0.0, training: bool = True,
                     scale: float | None = None, need_weights: bool = False, heads: int | None = None):
     """All heads of scaled dot-product attention, softmax(q·kᵀ·scale + mask)·v (paper Eq. 1), as ONE op.

@@ -1,0 +1,186 @@
+"""skip_padding (tinygrad_lite/fast.py): the position-wise layers on a batch's real tokens only
+(Transformer.forward_tokens, F.unpad / F.repad) against the plain padded forward, its oracle."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trick_switches import both
+
+import tinygrad_lite as tl
+from tinygrad_lite import Tensor, fast
+from tinygrad_lite.gradcheck import gradcheck
+from tinygrad_lite.nn import functional as F
+from transformer import Transformer
+from transformer.positional_encoding import PositionalEncoding
+from transformer.train import teacher_forcing_loss
+
+ROOT = Path(__file__).resolve().parent.parent
+PAD = 0
+
+
+def padded_batch(rng, rows, width, vocab, lengths):
+    ids = rng.integers(1, vocab, size=(rows, width))
+    ids[np.arange(width)[None, :] >= np.asarray(lengths)[:, None]] = PAD
+    return ids
+
+
+# ---------------------------------------------------------------- F.unpad, F.repad
+def test_unpad_takes_the_real_rows_in_order_and_repad_puts_them_back():
+    x = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+    real = np.array([[True, False, True], [False, True, True]])
+    rows = F.unpad(Tensor(x), real)
+    np.testing.assert_array_equal(rows.data, x[real])
+    back = F.repad(rows, real)
+    np.testing.assert_array_equal(back.data, np.where(real[..., None], x, 0))
+
+
+def test_unpad_and_repad_gradients_match_finite_differences():
+    rng = np.random.default_rng(0)
+    real = np.array([[True, True, False], [True, False, False], [False, False, False]])
+    x = Tensor(rng.standard_normal((3, 3, 2)), requires_grad=True)
+    assert gradcheck(lambda t: F.unpad(t, real), x)
+    rows = Tensor(rng.standard_normal((3, 2)), requires_grad=True)
+    assert gradcheck(lambda t: F.repad(t, real), rows)
+
+
+def test_unpad_and_repad_reject_a_mask_that_does_not_fit():
+    x = Tensor(np.zeros((2, 3, 4)))
+    with pytest.raises(ValueError, match=r"unpad: real must be a bool mask of shape \(2, 3\).*\(3, 2\)"):
+        F.unpad(x, np.ones((3, 2), bool))
+    with pytest.raises(ValueError, match="unpad: real must be a bool mask.*int64"):
+        F.unpad(x, np.ones((2, 3), np.int64))
+    with pytest.raises(ValueError, match=r"repad: x must have one row per True entry of real \(5\).*\(4, 4\)"):
+        F.repad(Tensor(np.zeros((4, 4))), np.array([[True, True, True], [True, True, False]]))
+
+
+def test_positional_encoding_at_given_positions_is_the_tables_rows():
+    pe = PositionalEncoding(8, dropout=0.0, max_len=4, dtype=np.float64)
+    positions = np.array([0, 5, 2, 9])  # past max_len: the table grows
+    out = pe(Tensor(np.zeros((4, 8))), positions=positions)
+    np.testing.assert_array_equal(out.data, pe.table(10)[positions])
+
+
+# ---------------------------------------------------------------- the model
+def model_and_batch(seed=0, **kwargs):
+    tl.manual_seed(seed)
+    model = Transformer(23, 29, d_model=16, h=2, N=2, d_ff=24, dropout=0.0, dtype=np.float64, **kwargs)
+    rng = np.random.default_rng(seed)
+    src = padded_batch(rng, 4, 7, 23, [7, 5, 2, 0])  # a source row of padding only: its queries see no key
+    tgt = padded_batch(rng, 4, 6, 29, [6, 1, 4, 3])
+    return model, src, tgt
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"norm_first": True, "final_norm": True}, {"tie_embeddings": True}])
+def test_forward_tokens_equals_forward_at_the_real_tokens(kwargs):
+    model, src, tgt = model_and_batch(**kwargs)
+    logits, real = model.forward_tokens(src, tgt)
+    np.testing.assert_array_equal(real, tgt != PAD)
+    assert logits.shape == (int(real.sum()), 29)
+    np.testing.assert_allclose(logits.data, model(src, tgt).data[real], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"norm_first": True, "final_norm": True}])
+def test_the_loss_and_every_gradient_match_the_padded_forward(kwargs):
+    """teacher_forcing_loss with the trick on (forward_tokens) and off (forward): one loss and the
+    same gradient for every parameter, float64."""
+    model, src, tgt = model_and_batch(seed=1, **kwargs)
+
+    def step():
+        model.zero_grad()
+        loss = teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], label_smoothing=0.1)
+        loss.backward()
+        return [loss.data] + [p.grad.copy() for p in model.parameters()]
+    on, off = both(step, "skip_padding")
+    assert len(on) == len(off) > 10
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert np.abs(on[1:][0]).max() > 0  # gradients flowed
+
+
+def test_the_trick_fires_only_when_switched_on(monkeypatch):
+    model, src, tgt = model_and_batch()
+    calls = []
+    original = Transformer.forward_tokens
+    monkeypatch.setattr(Transformer, "forward_tokens", lambda self, *a: calls.append(1) or original(self, *a))
+    with fast.tricks_on("skip_padding"):
+        teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.0)
+    with fast.tricks_off("skip_padding"):
+        teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.0)
+    assert calls == [1]
+
+
+def test_a_target_after_a_pad_input_keeps_the_padded_path():
+    """A real target at a <pad> input position would drop out of the packed loss: the plain
+    forward runs instead, and the loss counts it."""
+    model, src, tgt = model_and_batch(seed=2)
+    tgt_in, tgt_out = tgt[:, :-1].copy(), tgt[:, 1:].copy()
+    tgt_in[1, 2], tgt_out[1, 2] = PAD, 5
+    on, off = both(lambda: teacher_forcing_loss(model, src, tgt_in, tgt_out, 0.0).item(), "skip_padding")
+    assert on == off
+    logits = model(src, tgt_in).data.reshape(-1, 29)
+    counted = tgt_out.reshape(-1) != PAD
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -logp[counted, tgt_out.reshape(-1)[counted]].mean()
+    assert on == pytest.approx(expected, rel=1e-10)
+
+
+def test_with_dropout_a_packed_step_trains_every_weight_the_plain_one_does():
+    """With dropout the draws differ (fewer rows), but the same parameters receive gradient, and
+    the <pad> embedding row none."""
+    model, src, tgt = model_and_batch(seed=3)
+    model.train()
+    for module in model.modules():
+        if hasattr(module, "p") and type(module).__name__ == "Dropout":
+            module.p = 0.3
+
+    def grads():
+        model.zero_grad()
+        teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.1).backward()
+        return [p.grad is not None and bool(np.abs(p.grad).max() > 0) for p in model.parameters()]
+    on, off = both(grads, "skip_padding")
+    assert on == off and all(on)
+    model.zero_grad()
+    with fast.tricks_on("skip_padding"):
+        teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.1).backward()
+    assert not model.src_embed.lut.weight.grad[PAD].any()
+
+
+# ---------------------------------------------------------------- the benchmark's FLOP count
+def test_the_flop_counter_counts_the_real_rows_of_the_position_wise_products():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import train_throughput as bench
+    cfg = bench.CONFIGS["small"]
+    full = cfg.batch * cfg.tokens
+    padded, needed = bench.step_products(cfg), bench.step_products(cfg, full // 2, full // 4)
+    linear = [(p, q) for p, q in zip(padded, needed) if p.batch == 1]
+    blocks = [(p, q) for p, q in zip(padded, needed) if p.batch > 1]
+    assert linear and blocks
+    assert all(p == q for p, q in blocks)  # attention runs on the padded layout either way
+    assert sum(q.flops for _, q in linear) < 0.5 * sum(p.flops for p, _ in linear)
+    assert bench.step_flops(cfg) == sum(p.flops for p in padded)
+    batches = bench.random_batches(cfg, 3)
+    rows_s, rows_t = bench.real_rows(batches)
+    assert rows_s == round(np.mean([(b.src != PAD).sum() for b in batches])) < full
+
+
+def test_the_packed_path_runs_from_the_padding_threshold_on(monkeypatch):
+    """Below fast.SKIP_PADDING_FROM of <pad> positions the copies would cost more than they save."""
+    model, _, _ = model_and_batch()
+    rng = np.random.default_rng(4)
+    calls = []
+    original = Transformer.forward_tokens
+    monkeypatch.setattr(Transformer, "forward_tokens", lambda self, *a: calls.append(1) or original(self, *a))
+    src = rng.integers(1, 23, size=(5, 10))
+    tgt = rng.integers(1, 29, size=(5, 11))
+    positions = src.size + tgt.size - 5
+    few = int(fast.SKIP_PADDING_FROM * positions) - 1  # padded positions, all at the ends of source rows
+    src_few = src.copy()
+    src_few.reshape(-1)[::-1][:few] = PAD  # right-padding of the last rows
+    src_many = src.copy()
+    src_many.reshape(-1)[::-1][:few + 2] = PAD
+    with fast.tricks_on("skip_padding"):
+        teacher_forcing_loss(model, src_few, tgt[:, :-1], tgt[:, 1:], 0.0)
+        assert calls == []
+        teacher_forcing_loss(model, src_many, tgt[:, :-1], tgt[:, 1:], 0.0)
+        assert calls == [1]
