@@ -10,7 +10,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer.data import (
@@ -115,20 +115,6 @@ def _check_accounting(result):
     assert all(1 <= n <= result.n_lines for n in numbers)
     assert len(result.pairs) + len(result.bad_lines) == result.n_lines
     assert len(result.attributions) == len(result.pairs)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=300), st.sampled_from(["auto", "zh-en", "en-zh", "tatoeba"]))
-def test_random_bytes_never_crash_the_loader(raw, fmt):
-    with tempfile.TemporaryDirectory() as folder:
-        path = pathlib.Path(folder) / "random.tsv"
-        path.write_bytes(raw)
-        try:
-            result = load_pairs(path, fmt=fmt)
-        except ValueError as error:
-            assert "random.tsv" in str(error)
-        else:
-            _check_accounting(result)
 
 
 GOOD_LINE = "I like tea.\t我喜欢茶。\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (x) & #2 (y)"

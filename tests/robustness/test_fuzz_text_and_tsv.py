@@ -198,4 +198,5 @@ def test_loader_on_random_bytes_parses_or_reports_the_file(count_example, raw, f
             assert numbers == sorted(set(numbers)) and all(1 <= n <= result.n_lines for n in numbers)
             assert len(result.pairs) + len(numbers) == result.n_lines
             assert all(zh.strip() == zh and en.strip() == en and zh and en for zh, en in result.pairs)
+            assert len(result.attributions) == len(result.pairs)
     count_example("load_pairs on random bytes")
