@@ -85,9 +85,6 @@ def keep_mask_from_bits(shape, p: float) -> np.ndarray:
 
     Raw random bits are compared with a threshold instead of drawing floats: 16 bits per entry
     when they give p and 1 - p to within 1e-4 of themselves (p = 0.1 becomes 0.100006), else 32.
-    Tried, not kept (2026-12-01, CPU clock): SplitMix64 words from one seed, in a Numba kernel, cut
-    the masks 3x (0.3 vs 1.0 ns an entry; a SMALL step's 3.2M entries 3.9 -> 1.9 ms), but that is
-    1.7% of the step, and step timings (+2% paired) stayed within the noise control's spread.
     Plain version: tensor.dropout_keep_mask, `rng().random(shape) >= p`."""
     count = math.prod(shape)
     for bits, dtype in ((16, np.uint16), (32, np.uint32)):
