@@ -188,10 +188,10 @@ def repad(x, real) -> Tensor:
     in row-major order; returns (B, T, ...) with zeros at the False (padding) positions."""
     x = _tensor("repad", "x", x)
     keep = _real_mask("repad", real, None, f"x of shape {x.shape}")
-    if x.ndim == 0 or x.shape[0] != int(keep.sum()):
-        raise ValueError(f"repad: x must have one row per True entry of real ({int(keep.sum())}), "
-                         f"got x of shape {x.shape}")
     rows = np.flatnonzero(keep)
+    if x.ndim == 0 or x.shape[0] != len(rows):
+        raise ValueError(f"repad: x must have one row per True entry of real ({len(rows)}), "
+                         f"got x of shape {x.shape}")
     out = np.zeros((keep.size,) + x.shape[1:], dtype=x.dtype)
     out[rows] = x.data
     return x._make(out.reshape(keep.shape + x.shape[1:]), "repad", (x,),
