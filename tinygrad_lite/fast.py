@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 from .autograd import _state as _autograd_state  # per-thread grad mode and anomaly flags
+from .kernels.dropout import keep_mask_from_seed
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
@@ -81,20 +82,19 @@ def _switched(on: bool, names):
 # ---------------------------------------------------------------- dropout_bits
 
 def keep_mask_from_bits(shape, p: float) -> np.ndarray:
-    """Why: training 6% faster (train small off/on 1.06): raw bits cost ~1/3 of drawing floats.
+    """Why: training 10% faster (train small off/on 1.10; 1.06 with raw PCG64 bits): drawing floats costs more.
 
-    Raw random bits are compared with a threshold instead of drawing floats: 16 bits per entry
+    Random bits are compared with a threshold instead of drawing floats: 16 bits per entry
     when they give p and 1 - p to within 1e-4 of themselves (p = 0.1 becomes 0.100006), else 32.
+    The bits are SplitMix64 words that a kernel computes from one seed drawn from the engine's rng
+    (kernels.dropout), 3x faster than NumPy's raw PCG64 words (0.3 vs 1.0 ns an entry).
     Plain version: tensor.dropout_keep_mask, `rng().random(shape) >= p`."""
-    count = math.prod(shape)
-    for bits, dtype in ((16, np.uint16), (32, np.uint32)):
+    for bits in (16, 32):
         threshold = min(round(p * 2.0 ** bits), 2 ** bits - 1)
         if abs(threshold - p * 2.0 ** bits) <= 1e-4 * min(p, 1 - p) * 2.0 ** bits:
             break
-    per_draw = 64 // bits
-    raw = rng().bit_generator.random_raw(-(-count // per_draw))
-    draws = raw.view(dtype)[:count].reshape(shape)
-    return draws >= dtype(threshold)
+    seed = rng().bit_generator.random_raw()
+    return keep_mask_from_seed(seed, math.prod(shape), bits, threshold).reshape(shape)
 
 
 # ---------------------------------------------------------------- members_in_dict

@@ -16,6 +16,7 @@ them: the Tensor methods and nn.functional check what users pass.
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
     cross_entropy_backward(logp, targets, weight, eps) -> dx   label-smoothed CE's gradient in one pass
+    keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
@@ -27,6 +28,7 @@ the function; import the module's twins with ``from tinygrad_lite.kernels.matmul
 from .attention import attention_backward, attention_engine, attention_forward
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .cross_entropy import cross_entropy_backward
+from .dropout import keep_mask_from_seed
 from .embedding import embedding_backward
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
 from .layernorm import layernorm_backward, layernorm_forward
@@ -35,7 +37,7 @@ from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "bias_relu_dropout_", "cross_entropy_backward",
-    "dropout_backward", "embedding_backward",
+    "dropout_backward", "embedding_backward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
     "layernorm_backward", "layernorm_forward",
     "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward",
