@@ -13,6 +13,7 @@ from . import nn, optim, scalar
 from .autograd import AnomalyError, detect_anomaly, enable_grad, is_grad_enabled, no_grad, retain_grads
 from .checkpoint import load, save
 from .gradcheck import GradcheckError, gradcheck
+from .memory import keep_freed_memory
 from .random import manual_seed
 from .scalar import Value
 from .tensor import Tensor, arange, cat, full, ones, ones_like, rand, randn, stack, tensor, where, zeros, zeros_like
@@ -23,7 +24,7 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "full", "randn", "rand", "arange", "zeros_like", "ones_like",
     "cat", "stack", "where",
     "no_grad", "enable_grad", "is_grad_enabled", "detect_anomaly", "AnomalyError", "retain_grads",
-    "manual_seed", "gradcheck", "GradcheckError", "set_num_threads", "get_num_threads",
+    "manual_seed", "gradcheck", "GradcheckError", "set_num_threads", "get_num_threads", "keep_freed_memory",
     "nn", "optim", "scalar", "save", "load",
 ]
 

@@ -410,8 +410,10 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore", category=RuntimeWarning,
                                 message="(overflow|invalid value|divide by zero|underflow) encountered")
     try:
+        from tinygrad_lite.memory import keep_freed_memory
         from tinygrad_lite.threads import default_num_threads, set_num_threads
         set_num_threads(args.threads or default_num_threads(1))
+        keep_freed_memory()
         return commands[args.command](args)
     except KeyboardInterrupt:  # (a Ctrl-C that every rank acted on returns 130 from cmd_train)
         stop_every_rank(130, "interrupted")

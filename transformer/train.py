@@ -27,6 +27,7 @@ from tinygrad_lite import Tensor, no_grad
 from tinygrad_lite import distributed as dist
 from tinygrad_lite.checkpoint import unpack_arrays
 from tinygrad_lite.fast import TRICKS, padding_worth_skipping
+from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
 from tinygrad_lite.random import get_rng_state, set_rng_state
@@ -261,11 +262,13 @@ class Trainer:
     """Runs a TrainConfig. `on_eval(metrics_path)`, if given, is called after each evaluation
     (the CLI draws loss.png with it); an error there never stops training. Construction sets the
     thread count (tinygrad_lite.threads.use_num_threads): cfg.threads, else 1 unless the process
-    chose otherwise; the libraries' all-core default collapses when another process holds a core."""
+    chose otherwise; the libraries' all-core default collapses when another process holds a core.
+    It also keeps freed memory in the process (tinygrad_lite.memory): steps reuse it, no page faults."""
 
     def __init__(self, cfg: TrainConfig, on_eval=None):
         self.cfg = cfg
         self.threads = use_num_threads(cfg.threads, "train")
+        keep_freed_memory()
         self.on_eval = on_eval
         self.eval_seconds = 0.0   # kept in reserve under --minutes (note_evaluation_time)
         self.evaluations = 0
