@@ -33,15 +33,16 @@ LANE_DTYPES = {16: np.uint16, 32: np.uint32}
 BLOCK = 512  # words per pass of the Numba kernel (4 KiB of scratch, in L1)
 
 
+def _mix(z):
+    """SplitMix64's output function of one state word (uint64, wrapping)."""
+    z = (z ^ (z >> np.uint64(30))) * MIX1
+    z = (z ^ (z >> np.uint64(27))) * MIX2
+    return z ^ (z >> np.uint64(31))
+
+
 def splitmix64_words_numpy(seed, n_words):
     """The first n_words SplitMix64 outputs from state `seed`, as uint64 (NumPy twin)."""
-    z = (np.arange(1, n_words + 1, dtype=np.uint64) * GAMMA) + np.uint64(seed)
-    z ^= z >> np.uint64(30)
-    z *= MIX1
-    z ^= z >> np.uint64(27)
-    z *= MIX2
-    z ^= z >> np.uint64(31)
-    return z
+    return _mix((np.arange(1, n_words + 1, dtype=np.uint64) * GAMMA) + np.uint64(seed))
 
 
 def keep_mask_from_seed_numpy(seed, count, bits, threshold):
@@ -54,13 +55,11 @@ def keep_mask_from_seed_numpy(seed, count, bits, threshold):
 @lazy_kernels
 def _numba_kernels(numba):
     """Compile-on-first-use kernel (one thread): BLOCK words at a time into a scratch array, then
-    its lanes (a uint16 or uint32 view of the scratch) compared into the mask; both loops vectorise."""
-
-    @numba.njit(inline="always")
-    def mix(z):
-        z = (z ^ (z >> np.uint64(30))) * MIX1
-        z = (z ^ (z >> np.uint64(27))) * MIX2
-        return z ^ (z >> np.uint64(31))
+    its lanes (a uint16 or uint32 view of the scratch) compared into the mask; both loops vectorise.
+    The kernel reaches _mix by its module-level name, not a closure: Numba keys its on-disk cache on
+    the pickled closure, which a jit function in it would change from run to run."""
+    from numba.extending import register_jitable
+    register_jitable(inline="always")(_mix)
 
     @numba.njit(cache=True)
     def keep_mask(seed, threshold, words, lanes, out):
@@ -71,7 +70,7 @@ def _numba_kernels(numba):
             stop = min(start + words.size, n_words)
             for i in range(stop - start):
                 z += GAMMA
-                words[i] = mix(z)
+                words[i] = _mix(z)
             block = out[start * per_word:min(stop * per_word, out.size)]
             for k in range(block.size):
                 block[k] = lanes[k] >= threshold
