@@ -4,6 +4,7 @@ value in its plain Python type and raises an error that names the operation and 
 from __future__ import annotations
 
 import math
+import os
 from numbers import Real
 
 import numpy as np
@@ -11,6 +12,15 @@ import numpy as np
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "gelu", "linear")
 """The activations every floor offers by name: a method of that name on Value and on Tensor, and
 "linear", no activation at all."""
+
+
+OFF_WORDS = ("0", "false", "off", "no")
+
+
+def switched_off(env_var: str) -> bool:
+    """True if the environment variable is set to 0, false, off or no (any case): how the engine's
+    on-by-default switches (TINYGRAD_LITE_FAST, TINYGRAD_LITE_KEEP_FREED_MEMORY) are turned off."""
+    return os.environ.get(env_var, "").strip().lower() in OFF_WORDS
 
 
 def is_int(value) -> bool:

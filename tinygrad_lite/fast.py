@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 
 import numpy as np
 
 from .autograd import _state as _autograd_state  # per-thread grad mode and anomaly flags
+from .checks import switched_off
 from .kernels.dropout import keep_mask_from_seed
 from .random import rng
 
@@ -42,7 +42,7 @@ class Tricks:
         return "Tricks(" + ", ".join(f"{n}={getattr(self, n)}" for n in NAMES) + ")"
 
 
-TRICKS = Tricks(os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "off", "no"))
+TRICKS = Tricks(not switched_off(ENV_VAR))
 
 
 def tricks_off(*names: str):

@@ -16,9 +16,10 @@ with glibc it does nothing.
 from __future__ import annotations
 
 import ctypes
-import os
 import platform
 import sys
+
+from .checks import switched_off
 
 ENV_VAR = "TINYGRAD_LITE_KEEP_FREED_MEMORY"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3   # glibc's <malloc.h>
@@ -35,7 +36,7 @@ def keep_freed_memory() -> bool:
     global _done
     if _done:
         return True
-    if os.environ.get(ENV_VAR, "1").strip().lower() in ("0", "false", "off", "no"):
+    if switched_off(ENV_VAR):
         return False
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         return False
