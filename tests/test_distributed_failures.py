@@ -52,7 +52,10 @@ def test_a_killed_rank_ends_the_others_within_seconds(mpiexec, corpus, tmp_path)
     killed = time.time()
     out, err = proc.communicate(timeout=60)
     assert time.time() - killed < 10
-    assert proc.returncode != 0 and "Killed" in out + err  # mpiexec names the rank that was killed
+    # Which report comes first is a race: mpiexec naming the rank that was killed, or the surviving rank's
+    # MPI library failing the collective it was in (MPICH: "Fatal error in internal_Allreduce_c").
+    reported = "Killed" in out + err or "Fatal error in" in err
+    assert proc.returncode != 0 and reported, (proc.returncode, err[-2000:])
     assert load(tmp_path / "checkpoint.safetensors")[1]["train"]["step"] > 0  # atomic: never half-written
 
 
