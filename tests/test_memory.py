@@ -2,7 +2,6 @@
 round of work are reused by the next instead of coming back as page faults; the environment variable
 opts out; the Trainer and the CLI set it where work starts, and importing the package does not."""
 import os
-import platform
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,8 @@ import tinygrad_lite as tl
 from tinygrad_lite import memory
 from tinygrad_lite.checks import switched_off
 
-GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+GLIBC = memory.has_glibc()
+PAGES = 40 * (1 << 20) // 4096  # the pages of one round below
 
 # Rounds of a step-like pattern: 40 arrays of 1 MiB written, then all freed. By default glibc hands
 # the 40 MiB free at its heap's top back to the OS after each round (its trim threshold is then
@@ -40,20 +40,18 @@ def faults_per_round(setup: str, env=None) -> float:
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
 def test_freed_memory_is_reused_instead_of_faulted_in_again():
-    pages = 40 * (1 << 20) // 4096
     default = faults_per_round("")
     kept = faults_per_round("import tinygrad_lite as tl\nassert tl.keep_freed_memory()\n")
-    assert default > pages / 2, default   # the measurement sees the faults it is meant to remove
-    assert kept < pages / 20, (kept, default)
+    assert default > PAGES / 2, default   # the measurement sees the faults it is meant to remove
+    assert kept < PAGES / 20, (kept, default)
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
 def test_the_environment_variable_opts_out_and_import_changes_nothing():
-    pages = 40 * (1 << 20) // 4096
     opted_out = faults_per_round("import tinygrad_lite as tl\nassert not tl.keep_freed_memory()\n",
                                  {memory.ENV_VAR: "0"})
     imported = faults_per_round("import tinygrad_lite, transformer\n")
-    assert opted_out > pages / 2 and imported > pages / 2, (opted_out, imported)
+    assert opted_out > PAGES / 2 and imported > PAGES / 2, (opted_out, imported)
 
 
 def test_it_is_idempotent_and_reports_what_it_did(monkeypatch):

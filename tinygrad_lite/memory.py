@@ -16,6 +16,7 @@ with glibc it does nothing.
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 import sys
 
@@ -29,6 +30,13 @@ TRIM_THRESHOLD = 1 << 30                      # free heap kept before any goes b
 _done = False
 
 
+@functools.lru_cache(maxsize=1)
+def has_glibc() -> bool:
+    """True on Linux with glibc, whose malloc these thresholds belong to (asked once: platform.libc_ver
+    reads the Python executable)."""
+    return sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+
 def keep_freed_memory() -> bool:
     """Fix glibc's malloc thresholds (MMAP_THRESHOLD, TRIM_THRESHOLD) for this process. Returns
     True if they are set (now or by an earlier call), False where there is no glibc or the
@@ -38,7 +46,7 @@ def keep_freed_memory() -> bool:
         return True
     if switched_off(ENV_VAR):
         return False
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+    if not has_glibc():
         return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
