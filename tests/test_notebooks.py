@@ -72,8 +72,9 @@ def test_notebook_runs_shows_pictures_and_writes_no_files(source):
     with tempfile.TemporaryDirectory() as cwd:
         client = nbclient.NotebookClient(notebook, km=_kernel_manager(), timeout=TIMEOUT_PER_CELL,
                                          resources={"metadata": {"path": cwd}})
-        try:
-            client.execute()
+        try:  # cleanup_kc: shut the kernel down and close its sockets now (nbclient keeps a kernel
+            # whose manager it was given alive, and its sockets then warn when collected)
+            client.execute(cleanup_kc=True)
         except nbclient.exceptions.CellExecutionError as exc:
             pytest.fail(f"{source.name} failed:\n{exc}")
         left = sorted(os.listdir(cwd))
