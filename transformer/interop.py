@@ -19,6 +19,7 @@ final_norm=True to map one-to-one.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -111,8 +112,10 @@ def torch_reference(config):
             self.pad_id, self.d_model = c.pad_id, c.d_model
             self.src_embed = nn.Embedding(c.src_vocab, c.d_model, padding_idx=c.pad_id)
             self.tgt_embed = nn.Embedding(c.tgt_vocab, c.d_model, padding_idx=c.pad_id)
-            self.transformer = nn.Transformer(c.d_model, c.h, c.N, c.N, c.d_ff, c.dropout, batch_first=True,
-                                              norm_first=c.norm_first)
+            with warnings.catch_warnings():  # its nested-tensor fast path, turned off on the next line
+                warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
+                self.transformer = nn.Transformer(c.d_model, c.h, c.N, c.N, c.d_ff, c.dropout, batch_first=True,
+                                                  norm_first=c.norm_first)
             self.transformer.encoder.enable_nested_tensor = False
             self.dropout = nn.Dropout(c.dropout)  # after embedding + PE, as ours (paper §5.4)
             self.generator = nn.Linear(c.d_model, c.tgt_vocab)
