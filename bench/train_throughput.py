@@ -55,6 +55,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PAD = 0
+# Set on some machines for older OpenBLAS builds; they override the kernels OpenBLAS picks itself
+# (on an AVX-512 CPU, its AVX2 "Haswell" kernels instead of "SkylakeX": bench/README, "Eighth pass").
+BLAS_ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 FIRST_REAL_TOKEN = 4  # ids 0..3 are <pad> <unk> <bos> <eos> in the translator's vocabularies
 
 
@@ -118,6 +121,10 @@ def environment(threads: int, torch) -> dict:
     from tinygrad_lite.kernels import get_backend
     blas = sorted({f"{p['internal_api']} {p.get('version')} ({p.get('architecture')})"
                    for p in threadpool_info() if p["user_api"] == "blas"})
+    forced = [f"{name}={os.environ[name]}" for name in BLAS_ENV_VARS if name in os.environ]
+    if forced:
+        blas.append(f"kernels chosen by {' '.join(forced)}, not by OpenBLAS (to measure a default install, "
+                    f"run with `env -u {' -u '.join(BLAS_ENV_VARS)}`)")
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
         "cpu": f"{cpu_model()} ({os.cpu_count()} logical cores)",

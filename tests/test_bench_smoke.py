@@ -38,6 +38,20 @@ def test_train_throughput_quick(tmp_path):
     assert "ours % of bound" in out
 
 
+def test_train_throughput_names_blas_kernels_chosen_by_the_environment(monkeypatch):
+    """OPENBLAS_CORETYPE (set on some machines) overrides OpenBLAS's own kernel choice: the header
+    says so, with the command that measures a default install; without it, nothing is claimed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import train_throughput as bench
+    for name in bench.BLAS_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    assert "chosen by" not in bench.environment(1, None)["blas"]
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    blas = bench.environment(1, None)["blas"]
+    assert "kernels chosen by OPENBLAS_CORETYPE=Haswell, not by OpenBLAS" in blas
+    assert "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE" in blas
+
+
 def test_train_throughput_counts_every_linear_weight():
     """The FLOP counter's linear products are 2·rows per weight of the model's Linear layers (every
     layer sees B·T rows when S = T), and the backward doubles the forward."""
