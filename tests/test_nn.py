@@ -285,6 +285,21 @@ def test_linear_and_layer_norm_match_torch_forward_and_backward():
         np.testing.assert_allclose(p.grad, tp.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype, rows", [(np.float32, 780), (np.float64, 37), (np.float32, 0)])
+def test_linear_bias_gradient_is_the_column_sum_of_the_output_gradient(dtype, rows):
+    """The bias's gradient (a BLAS ones @ g in linear's backward) is g summed over every row, to the
+    dtype's rounding, and zeros for an empty batch; the other gradients are untouched by it."""
+    x = Tensor(rng(6).standard_normal((rows, 8)).astype(dtype), requires_grad=True)
+    lin = nn.Linear(8, 5, dtype=dtype)
+    g = rng(7).standard_normal((rows, 5)).astype(dtype)
+    (lin(x) * Tensor(g)).sum().backward()
+    exact = g.astype(np.float64).sum(axis=0)
+    assert lin.bias.grad.dtype == dtype and lin.bias.grad.shape == (5,)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(lin.bias.grad, exact, rtol=tol, atol=tol * max(rows, 1))
+    np.testing.assert_allclose(lin.weight.grad, g.T.astype(np.float64) @ x.data, rtol=tol, atol=tol * max(rows, 1))
+
+
 def test_layer_norm_over_two_trailing_dims_matches_torch():
     torch = pytest.importorskip("torch")
     ln = nn.LayerNorm((3, 4), eps=1e-3, dtype=np.float64)
