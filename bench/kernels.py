@@ -15,7 +15,6 @@ OPENBLAS_L2_SIZE are set, since they change OpenBLAS's kernels. It also measures
 first-call compile time and the cached load time, each in a fresh subprocess.
 """
 import argparse
-import contextlib
 import datetime
 import json
 import math
@@ -31,6 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from train_throughput import BLAS_ENV_VARS, cpu_model  # shared with the other bench scripts
+
 from tinygrad_lite import kernels  # (this imports no numba yet: threads are set first)
 from tinygrad_lite.kernels import layernorm as ln
 from tinygrad_lite.kernels import softmax as sm
@@ -42,7 +43,6 @@ CONFIGS = {
     "small": (128, 4, 512, 64, 16, 1000),
     "base": (512, 8, 2048, 32, 32, 8000),
 }
-BLAS_ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 # --------------------------------------------------------------------------------- timing
@@ -90,14 +90,6 @@ def set_threads(threads, dtype):
     from threadpoolctl import threadpool_limits
 
     return numba, torch, threadpool_limits(limits=threads, user_api="blas")
-
-
-def cpu_model():
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def threading_layer(numba):
