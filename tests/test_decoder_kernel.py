@@ -274,3 +274,76 @@ print("ok")
     env = {**os.environ, "TINYGRAD_LITE_BACKEND": "numba", "PYTHONPATH": str(root)}
     run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+def kept_block():
+    return getattr(decoder_kernel._DecodeMemory._kept, "block", None)
+
+
+def shares_block(kernel, block) -> bool:
+    return all(np.shares_memory(a, block) for a in (kernel.self_k, kernel.self_v, kernel.cross_k, kernel.cross_v))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_decode_reuses_the_memory_of_the_one_before_whatever_it_left_there(dtype):
+    """The second decode of a size runs in the first one's block; the block filled with NaN
+    bytes in between (garbage a decode of another model could leave) changes no token or score."""
+    decoder_kernel.release_decode_memory()
+    model = model_of("pre-LN, final norm", dtype)
+    src = ragged_sources(6)
+    with tl.no_grad():
+        want = decoder_kernel.DecoderKernel(model, src, src != PAD, 6, 12).greedy(BOS, NEVER, PAD, 12)
+        assert kept_block() is None  # the first decode learnt its size; the next one takes a block
+        decoder_kernel.DecoderKernel(model, src, src != PAD, 6, 12).greedy(BOS, NEVER, PAD, 12)
+        block = kept_block()
+        assert block is not None
+        block[:] = 0xFF  # every float in it a NaN
+        kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 6, 12)
+        assert kept_block() is None and shares_block(kernel, block)
+        got = kernel.greedy(BOS, NEVER, PAD, 12)
+        del kernel
+        assert kept_block() is block
+    np.testing.assert_array_equal(got[0], want[0])
+    assert_close(got[1], want[1], dtype)
+
+
+def test_two_kernels_alive_at_once_do_not_share_memory():
+    model = model_of("post-LN", np.float32)
+    src = ragged_sources(4)
+    with tl.no_grad():
+        for _ in range(2):  # the second decode's kernel takes the kept block
+            want = decoder_kernel.DecoderKernel(model, src, src != PAD, 4, 8).greedy(BOS, NEVER, PAD, 8)
+        first = decoder_kernel.DecoderKernel(model, src, src != PAD, 4, 8)
+        second = decoder_kernel.DecoderKernel(model, src, src != PAD, 4, 8)
+        arrays = [k.__dict__[name] for k in (first, second) for name in ("self_k", "self_v", "cross_k", "cross_v")]
+        assert not any(np.shares_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])
+        got_second = second.greedy(BOS, NEVER, PAD, 8)
+        got_first = first.greedy(BOS, NEVER, PAD, 8)
+    for got in (got_first, got_second):
+        np.testing.assert_array_equal(got[0], want[0])
+        assert_close(got[1], want[1], np.float32)
+
+
+def test_a_larger_decode_gets_a_larger_block_and_release_frees_it():
+    model = model_of("post-LN", np.float32)
+    with tl.no_grad():
+        for batch in (2, 2, 9, 9):
+            src = ragged_sources(batch)
+            kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, batch, 10)
+            tokens, scores = kernel.greedy(BOS, NEVER, PAD, 10)
+            del kernel
+            plain_tokens, plain_scores = fast_off_greedy(model, src, 10)
+            np.testing.assert_array_equal(tokens, plain_tokens)
+            assert_close(scores, plain_scores, np.float32)
+        block = kept_block()
+        src = ragged_sources(9)
+        kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 9, 10)
+        assert shares_block(kernel, block)  # 9 rows fit the block the first 9-row decode asked for
+        del kernel
+    decoder_kernel.release_decode_memory()
+    assert kept_block() is None
+
+
+def fast_off_greedy(model, src, max_len):
+    with fast.tricks_off("decoder_kernel"):
+        return greedy_decode(model, src, BOS, NEVER, max_len)

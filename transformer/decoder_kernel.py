@@ -38,6 +38,7 @@ import ctypes
 import functools
 import importlib.util
 import math
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -86,36 +87,42 @@ def supports(model) -> bool:
             and model.src_embed.lut.weight.dtype == model.tgt_embed.lut.weight.dtype == dtype)
 
 
-def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_sgemm=False) -> tuple:
+def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_sgemm=False, empty=np.empty) -> tuple:
     """An encoder's or decoder's parameters as one tuple of arrays stacked over its N layers:
     (qkv_w (N, 3d, d), qkv_b (N, 3d): self-attention's q, k, v as one product; attn_w (N, A, d, d),
     attn_b (N, A, d): the `out_names` Linears; w_1 (N, d_ff, d), b_1, w_2 (N, d, d_ff), b_2;
     norms (K·N + 1, 2, d): weight and bias of each layer's K Add & Norms, then of the final norm
     (a placeholder without one), eps (K·N + 1,); final_norm; the embedding, √d_model, the PE table;
     whether `_linear` may call NumPy's sgemm).
-    One copy a decode: Numba compiles a tuple of arrays indexed at run time slowly, these quickly."""
+    One copy a decode: Numba compiles a tuple of arrays indexed at run time slowly, these quickly.
+    `empty(shape, dtype)` makes the copies' arrays."""
     layers = [_linears(layer) for layer in stack.layers]
     norms = [n.norm for layer in stack.layers for n in _add_norms(layer)]
     norms.append(stack.norm if stack.norm is not None else norms[-1])
+    norm_params = empty((len(norms), 2, norms[0].weight.shape[0]), dtype)
+    for i, n in enumerate(norms):
+        norm_params[i] = n.weight.data, n.bias.data
 
-    def stacked(names, part):  # (N, len(names), *shape): one copy of each parameter
-        first = getattr(layers[0][names[0]], part).data
-        out = np.empty((len(layers), len(names)) + first.shape, dtype)
-        for i, linears in enumerate(layers):
-            for j, name in enumerate(names):
-                out[i, j] = getattr(linears[name], part).data
-        return out
-
-    def merged(names, part):  # the same, the names' rows one after another
-        out = stacked(names, part)
+    def merged(names, part):  # the names' rows one after another
+        out = stacked(layers, names, part, dtype, empty)
         return out.reshape((out.shape[0], -1) + out.shape[3:])
     return (merged(("q", "k", "v"), "weight"), merged(("q", "k", "v"), "bias"),
-            stacked(out_names, "weight"), stacked(out_names, "bias"),
+            stacked(layers, out_names, "weight", dtype, empty), stacked(layers, out_names, "bias", dtype, empty),
             merged(["w_1"], "weight"), merged(["w_1"], "bias"), merged(["w_2"], "weight"), merged(["w_2"], "bias"),
-            np.array([[n.weight.data, n.bias.data] for n in norms], dtype=dtype),
-            np.array([n.eps for n in norms], dtype=np.float64), stack.norm is not None,
+            norm_params, np.array([n.eps for n in norms], dtype=np.float64), stack.norm is not None,
             np.ascontiguousarray(embeddings.lut.weight.data), dtype.type(math.sqrt(embeddings.d_model)),
             np.ascontiguousarray(pe, dtype=dtype), numpy_sgemm)
+
+
+def stacked(layers: list, names, part: str, dtype, empty=np.empty) -> np.ndarray:
+    """(N, len(names), *shape): the `part` ("weight" or "bias") of the named Linears of each layer
+    (as `_linears` names them), one copy of each."""
+    first = getattr(layers[0][names[0]], part).data
+    out = empty((len(layers), len(names)) + first.shape, dtype)
+    for i, linears in enumerate(layers):
+        for j, name in enumerate(names):
+            out[i, j] = getattr(linears[name], part).data
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,9 +270,10 @@ def _final_norm(x, stack, index):
 # The kernels
 # ---------------------------------------------------------------------------------------------
 
-def encode(src, src_ok, stack, heads, norm_first, cross_kv_w, cross_kv_b):
-    """The encoder on src (B, S) ids, then each decoder layer's cross-attention K, V of its memory:
-    (cross_k, cross_v), each (N_decoder, B, S, d_model). cross_kv_w (N, 2, d, d) holds w_k, w_v.
+def encode(src, src_ok, stack, heads, norm_first, cross_kv_w, cross_kv_b, cross_k, cross_v):
+    """The encoder on src (B, S) ids, then each decoder layer's cross-attention K, V of its memory,
+    written into cross_k and cross_v, each (N_decoder, B, S, d_model) (zero at <pad> positions).
+    cross_kv_w (N, 2, d, d) holds w_k, w_v.
     Only the real tokens' rows are computed: a <pad> position's keys are masked everywhere, so its
     own row never reaches a real one (its K, V stay zero)."""
     B, S = src.shape
@@ -284,15 +292,14 @@ def encode(src, src_ok, stack, heads, norm_first, cross_kv_w, cross_kv_b):
         y = _feed_forward(_norm_in(x, stack, 2 * layer + 1, norm_first), stack, layer)
         x = _norm_out(x, y, stack, 2 * layer + 1, norm_first)
     memory = _final_norm(x, stack, 2 * stack[0].shape[0])
-    N = cross_kv_w.shape[0]
-    cross_k, cross_v = np.zeros((N, B, S, d), x.dtype), np.zeros((N, B, S, d), x.dtype)
-    for layer in range(N):
+    cross_k[:] = 0
+    cross_v[:] = 0
+    for layer in range(cross_kv_w.shape[0]):
         k = _linear(memory, cross_kv_w[layer, 0], cross_kv_b[layer, 0], stack)
         v = _linear(memory, cross_kv_w[layer, 1], cross_kv_b[layer, 1], stack)
         for i in range(at.shape[0]):
             cross_k[layer, sentence[i], position[i]] = k[i]
             cross_v[layer, sentence[i], position[i]] = v[i]
-    return cross_k, cross_v
 
 
 def decoder_step(ids, pos, cache_rows, src_rows, stack, generator_w, generator_b, heads, norm_first,
@@ -389,6 +396,59 @@ def _kernels(numba):
 # What transformer.decoding calls
 # ---------------------------------------------------------------------------------------------
 
+class _DecodeMemory:
+    """The arrays of one decode (stacked parameters, caches), cut from a block of memory that is
+    kept for the next decode in the same thread.
+
+    Fresh arrays of a few MB (64 sentences, 32 tokens, SMALL: ~10 MB) come from new mmaps, whose
+    pages fault in one by one at their first write: ~1,500 faults and 5-12 ms of a ~90 ms decode
+    (bench/README.md, "Ninth pass"). A decode that reuses the previous one's memory finds its pages
+    mapped, as PyTorch's and CTranslate2's caching allocators keep theirs. A DecoderKernel takes the
+    block when it is made and gives it back when it is dropped; a kernel made while another holds
+    the block gets memory of its own. When a decode needs more than the block holds, the rest comes
+    from NumPy, and the next decode takes a block of the new size. `release_decode_memory()`
+    returns the kept block to the system.
+    """
+
+    _kept = threading.local()  # .block: the uint8 array this thread keeps (or None); .need: bytes
+    ALIGN = 64
+
+    def __init__(self, block):
+        self.block, self.used = block, 0
+
+    @classmethod
+    def take(cls) -> "_DecodeMemory":
+        block, need = getattr(cls._kept, "block", None), getattr(cls._kept, "need", 0)
+        cls._kept.block = None
+        if need and (block is None or block.nbytes < need):
+            block = np.empty(need + cls.ALIGN, np.uint8)
+            block = block[-block.ctypes.data % cls.ALIGN:][:need]  # starts on an ALIGN boundary
+        return cls(block)
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        """An uninitialised C-contiguous array, from the block while it lasts."""
+        dtype = np.dtype(dtype)
+        start, size = self.used, math.prod(shape) * dtype.itemsize
+        self.used = start + -(-size // self.ALIGN) * self.ALIGN
+        if self.block is None or self.used > self.block.nbytes:
+            return np.empty(shape, dtype)
+        return self.block[start:start + size].view(dtype).reshape(shape)
+
+    def give_back(self):
+        """Keep the block (the larger one, if the thread kept another meanwhile) and what was used."""
+        kept = getattr(self._kept, "block", None)
+        if self.block is not None and (kept is None or kept.nbytes < self.block.nbytes):
+            self._kept.block = self.block
+        self._kept.need = max(getattr(self._kept, "need", 0), self.used)
+        self.block = None
+
+
+def release_decode_memory():
+    """Return the memory that this thread keeps for decoding (see _DecodeMemory) to the system."""
+    _DecodeMemory._kept.block = None
+    _DecodeMemory._kept.need = 0
+
+
 class DecoderKernel:
     """One decode of src (B, S) ids (src_ok (B, S): True = a real token) with up to `rows` rows
     and `max_len` new tokens: the encoder has run, the caches are allocated."""
@@ -396,20 +456,27 @@ class DecoderKernel:
     def __init__(self, model, src: np.ndarray, src_ok: np.ndarray, rows: int, max_len: int):
         dtype = model.generator.weight.dtype
         B, S = src.shape
+        N, d = len(model.decoder.layers), model.config.d_model
         pe = model.positional_encoding.table(max(S, max_len, 1))
         sgemm = _kernels().numpy_sgemm
-        self.stack = stack_of(model.decoder, model.tgt_embed, pe, dtype, ("o", "cross_q", "cross_o"), sgemm)
-        cross_kv = [_linears(layer) for layer in model.decoder.layers]
-        cross_kv_w = np.array([[lin["cross_k"].weight.data, lin["cross_v"].weight.data] for lin in cross_kv], dtype)
-        cross_kv_b = np.array([[lin["cross_k"].bias.data, lin["cross_v"].bias.data] for lin in cross_kv], dtype)
+        self._memory = memory = _DecodeMemory.take()
+        self.stack = stack_of(model.decoder, model.tgt_embed, pe, dtype, ("o", "cross_q", "cross_o"), sgemm,
+                              memory.empty)
+        layers = [_linears(layer) for layer in model.decoder.layers]
+        cross_kv = [stacked(layers, ("cross_k", "cross_v"), part, dtype, memory.empty) for part in ("weight", "bias")]
         self.generator = np.ascontiguousarray(model.generator.weight.data), model.generator.bias.data
         self.heads, self.norm_first = model.config.h, bool(model.config.norm_first)
         self.src_ok = np.ascontiguousarray(src_ok)
-        encoder = stack_of(model.encoder, model.src_embed, pe, dtype, numpy_sgemm=sgemm)
-        self.cross_k, self.cross_v = _kernels().encode(np.ascontiguousarray(src, dtype=np.int64), self.src_ok, encoder,
-                                                       self.heads, self.norm_first, cross_kv_w, cross_kv_b)
-        N, d = len(cross_kv), model.config.d_model
-        self.self_k, self.self_v = (np.zeros((N, rows, max(max_len, 1), d), dtype) for _ in range(2))
+        self.self_k, self.self_v = (memory.empty((N, rows, max(max_len, 1), d), dtype) for _ in range(2))
+        self.cross_k, self.cross_v = (memory.empty((N, B, S, d), dtype) for _ in range(2))
+        encoder = stack_of(model.encoder, model.src_embed, pe, dtype, numpy_sgemm=sgemm, empty=memory.empty)
+        _kernels().encode(np.ascontiguousarray(src, dtype=np.int64), self.src_ok, encoder, self.heads,
+                          self.norm_first, *cross_kv, self.cross_k, self.cross_v)
+
+    def __del__(self):
+        memory = getattr(self, "_memory", None)
+        if memory is not None:
+            memory.give_back()
 
     def _args(self):
         return (self.stack, *self.generator, self.heads, self.norm_first, self.self_k, self.self_v,
