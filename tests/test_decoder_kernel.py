@@ -347,3 +347,37 @@ def test_a_larger_decode_gets_a_larger_block_and_release_frees_it():
 def fast_off_greedy(model, src, max_len):
     with fast.tricks_off("decoder_kernel"):
         return greedy_decode(model, src, BOS, NEVER, max_len)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_both_weight_layouts_give_the_plain_tokens_and_scores(variant, dtype, monkeypatch):
+    """Decodes of TRANSPOSED_FROM_ROWS rows or more store the decoder's weights as (in, out)."""
+    model = model_of(variant, dtype)
+    src = ragged_sources(6)
+    plain_tokens, plain_scores = fast_off_greedy(model, src, 12)
+    with tl.no_grad():
+        for rows_from in (1, 7):
+            monkeypatch.setattr(decoder_kernel, "TRANSPOSED_FROM_ROWS", rows_from)
+            kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 6, 12)
+            assert kernel.stack[15] == (rows_from == 1)
+            tokens, scores = kernel.greedy(BOS, NEVER, PAD, 12)
+            del kernel
+            np.testing.assert_array_equal(tokens, plain_tokens)
+            assert_close(scores, plain_scores, dtype)
+
+
+@pytest.mark.parametrize("rows", [1, 5])  # one row: np.dot; more: NumPy's sgemm (float32)
+def test_transposed_weights_give_each_steps_plain_log_probs(rows, monkeypatch):
+    monkeypatch.setattr(decoder_kernel, "TRANSPOSED_FROM_ROWS", 1)
+    model = model_of("pre-LN, final norm", np.float32)
+    src = ragged_sources(rows)
+    prefix = np.random.default_rng(3).integers(4, 29, size=(rows, 7))
+    prefix[:, 0] = BOS
+    with tl.no_grad():
+        fused = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 7)
+        assert fused.stack[15]
+        plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
+        for t in range(1, 8):
+            assert_close(fused.step(prefix[:, :t], np.arange(rows)), plain.step(prefix[:, :t], np.arange(rows)),
+                         np.float32)

@@ -88,13 +88,15 @@ def supports(model) -> bool:
             and model.src_embed.lut.weight.dtype == model.tgt_embed.lut.weight.dtype == dtype)
 
 
-def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_sgemm=False, empty=np.empty) -> tuple:
+def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_sgemm=False, empty=np.empty,
+             transposed=False) -> tuple:
     """An encoder's or decoder's parameters as one tuple of arrays stacked over its N layers:
     (qkv_w (N, 3d, d), qkv_b (N, 3d): self-attention's q, k, v as one product; attn_w (N, A, d, d),
-    attn_b (N, A, d): the `out_names` Linears; w_1 (N, d_ff, d), b_1, w_2 (N, d, d_ff), b_2;
+    attn_b (N, A, d): the `out_names` Linears; w_1 (N, d_ff, d), b_1, w_2 (N, d, d_ff), b_2 (with
+    `transposed`, each weight as (in, out): qkv_w (N, d, 3d), w_1 (N, d, d_ff), ...; see `stacked`);
     norms (K·N + 1, 2, d): weight and bias of each layer's K Add & Norms, then of the final norm
     (a placeholder without one), eps (K·N + 1,); final_norm; the embedding, √d_model, the PE table;
-    whether `_linear` may call NumPy's sgemm).
+    whether `_linear` may call NumPy's sgemm; whether the weights are transposed).
     One copy a decode: Numba compiles a tuple of arrays indexed at run time slowly, these quickly.
     `empty(shape, dtype)` makes the copies' arrays."""
     layers = [_linears(layer) for layer in stack.layers]
@@ -104,25 +106,36 @@ def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_s
     for i, n in enumerate(norms):
         norm_params[i] = n.weight.data, n.bias.data
 
-    def merged(names, part):  # the names' rows one after another
-        out = stacked(layers, names, part, dtype, empty)
-        return out.reshape((out.shape[0], -1) + out.shape[3:])
+    def merged(names, part):  # the names' outputs one after another: (N, A·out, in) or (N, in, A·out)
+        out = stacked(layers, names, part, dtype, empty, transposed)
+        if part == "bias" or not transposed:
+            return out.reshape((out.shape[0], -1) + out.shape[3:])
+        joined = empty(out.shape[:1] + out.shape[2:3] + (out.shape[1] * out.shape[3],), dtype)
+        for j in range(out.shape[1]):
+            joined[:, :, j * out.shape[3]:(j + 1) * out.shape[3]] = out[:, j]
+        return joined
     return (merged(("q", "k", "v"), "weight"), merged(("q", "k", "v"), "bias"),
-            stacked(layers, out_names, "weight", dtype, empty), stacked(layers, out_names, "bias", dtype, empty),
+            stacked(layers, out_names, "weight", dtype, empty, transposed),
+            stacked(layers, out_names, "bias", dtype, empty),
             merged(["w_1"], "weight"), merged(["w_1"], "bias"), merged(["w_2"], "weight"), merged(["w_2"], "bias"),
             norm_params, np.array([n.eps for n in norms], dtype=np.float64), stack.norm is not None,
             np.ascontiguousarray(embeddings.lut.weight.data), dtype.type(math.sqrt(embeddings.d_model)),
-            np.ascontiguousarray(pe, dtype=dtype), numpy_sgemm)
+            np.ascontiguousarray(pe, dtype=dtype), numpy_sgemm, transposed)
 
 
-def stacked(layers: list, names, part: str, dtype, empty=np.empty) -> np.ndarray:
+def stacked(layers: list, names, part: str, dtype, empty=np.empty, transposed=False) -> np.ndarray:
     """(N, len(names), *shape): the `part` ("weight" or "bias") of the named Linears of each layer
-    (as `_linears` names them), one copy of each."""
+    (as `_linears` names them), one copy of each. With `transposed`, a weight (out, in) is stored
+    as (in, out), which `_linear` multiplies as it is: at 64 rows, with the weights out of the
+    CPU's caches, OpenBLAS runs a decoder step's products ~10% faster so; but the transposing
+    copies cost ~3 ms a decode, more than one row gains (bench/README.md, "Ninth pass")."""
     first = getattr(layers[0][names[0]], part).data
-    out = empty((len(layers), len(names)) + first.shape, dtype)
+    flip = transposed and part == "weight"
+    out = empty((len(layers), len(names)) + (first.shape[::-1] if flip else first.shape), dtype)
     for i, linears in enumerate(layers):
         for j, name in enumerate(names):
-            out[i, j] = getattr(linears[name], part).data
+            data = getattr(linears[name], part).data
+            out[i, j] = data.T if flip else data
     return out
 
 
@@ -145,15 +158,18 @@ def numpy_sgemm_address() -> int:
 
 
 def _linear(x, weight, bias, stack):
-    """x (R, in) @ weightᵀ (out, in) + bias: one BLAS product (x and weight C-contiguous)."""
+    """x (R, in) @ weightᵀ + bias: one BLAS product (x and weight C-contiguous). The weight is
+    (out, in) as the Linear holds it, or (in, out) when stack[15] says the stacks are transposed
+    (see `stacked`)."""
     R, K = x.shape
+    transposed = stack[15]
+    N = weight.shape[1] if transposed else weight.shape[0]
     if stack[14] and x.itemsize == 4 and R >= 2:
-        N = weight.shape[0]
         y = np.empty((R, N), x.dtype)
-        _NUMPY_SGEMM(ROW_MAJOR, NO_TRANS, TRANS, R, N, K, np.float32(1), x.ctypes.data, K, weight.ctypes.data, K,
-                     np.float32(0), y.ctypes.data, N)
+        _NUMPY_SGEMM(ROW_MAJOR, NO_TRANS, NO_TRANS if transposed else TRANS, R, N, K, np.float32(1), x.ctypes.data, K,
+                     weight.ctypes.data, N if transposed else K, np.float32(0), y.ctypes.data, N)
     else:
-        y = np.dot(x, weight.T)
+        y = np.dot(x, weight) if transposed else np.dot(x, weight.T)
     for r in range(y.shape[0]):
         for j in range(y.shape[1]):
             y[r, j] += bias[j]
@@ -283,11 +299,11 @@ def _final_norm(x, stack, index):
 def encode(src, src_ok, stack, heads, norm_first, cross_kv_w, cross_kv_b, cross_k, cross_v):
     """The encoder on src (B, S) ids, then each decoder layer's cross-attention K, V of its memory,
     written into cross_k and cross_v, each (N_decoder, B, S, d_model) (zero at <pad> positions).
-    cross_kv_w (N, 2, d, d) holds w_k, w_v.
+    cross_kv_w (N, 2, d, d) holds w_k, w_v (laid out as stack's weights).
     Only the real tokens' rows are computed: a <pad> position's keys are masked everywhere, so its
     own row never reaches a real one (its K, V stay zero)."""
     B, S = src.shape
-    d = stack[0].shape[2]
+    d = stack[11].shape[1]
     at = np.flatnonzero(src_ok.reshape(B * S))       # the real tokens, as b·S + s
     sentence, position = at // S, at % S
     x = _embed(src.reshape(B * S)[at], position, stack)
@@ -459,6 +475,9 @@ def release_decode_memory():
     _DecodeMemory._kept.need = 0
 
 
+TRANSPOSED_FROM_ROWS = 32  # decodes of this many rows or more store the decoder's weights as (in, out)
+
+
 class DecoderKernel:
     """One decode of src (B, S) ids (src_ok (B, S): True = a real token) with up to `rows` rows
     and `max_len` new tokens: the encoder has run, the caches are allocated."""
@@ -470,11 +489,15 @@ class DecoderKernel:
         pe = model.positional_encoding.table(max(S, max_len, 1))
         sgemm = _kernels().numpy_sgemm
         self._memory = memory = _DecodeMemory.take()
+        transposed = rows >= TRANSPOSED_FROM_ROWS  # the decoder's weights as (in, out): see `stacked`
         self.stack = stack_of(model.decoder, model.tgt_embed, pe, dtype, ("o", "cross_q", "cross_o"), sgemm,
-                              memory.empty)
+                              memory.empty, transposed)
         layers = [_linears(layer) for layer in model.decoder.layers]
         cross_kv = [stacked(layers, ("cross_k", "cross_v"), part, dtype, memory.empty) for part in ("weight", "bias")]
-        self.generator = np.ascontiguousarray(model.generator.weight.data), model.generator.bias.data
+        generator_w = memory.empty(model.generator.weight.shape[::-1] if transposed else model.generator.weight.shape,
+                                   dtype)
+        generator_w[:] = model.generator.weight.data.T if transposed else model.generator.weight.data
+        self.generator = generator_w, model.generator.bias.data
         self.heads, self.norm_first = model.config.h, bool(model.config.norm_first)
         self.src_ok = np.ascontiguousarray(src_ok)
         self.self_k, self.self_v = (memory.empty((N, rows, max(max_len, 1), d), dtype) for _ in range(2))
