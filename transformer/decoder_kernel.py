@@ -20,8 +20,9 @@ at once; the encoder computes the rows of real tokens only (a <pad> key is maske
 caches are preallocated for the whole decode, self-attention K, V (N, rows, max_len, d_model) and
 the memory's K, V (N, sentences, S, d_model), and read through `cache_rows` / `src_rows`: beam
 search reorders only the self-attention rows, and greedy decoding stops computing finished rows.
-The parameters are stacked by kind once per decode (`stack_of`). Stacks and caches are cut from
-memory kept between decodes (`_DecodeMemory`), so a decode does not fault fresh pages in.
+The parameters are stacked by kind once per decode (`stack_of`), the decoder's as (in, out) for
+decodes of TRANSPOSED_FROM_ROWS rows or more (`stacked`). Stacks and caches are cut from memory
+kept between decodes (`_DecodeMemory`), so a decode does not fault fresh pages in.
 
 The products: Numba's np.dot calls SciPy's OpenBLAS; NumPy's wheels bundle their own, newer one
 (0.3.31 vs SciPy's 0.3.30 here), whose float32 GEMM is faster on these shapes: 1.4-2.1x at 2-32
