@@ -108,12 +108,14 @@ def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_s
         norm_params[i] = n.weight.data, n.bias.data
 
     def merged(names, part):  # the names' outputs one after another: (N, A·out, in) or (N, in, A·out)
-        out = stacked(layers, names, part, dtype, empty, transposed)
         if part == "bias" or not transposed:
+            out = stacked(layers, names, part, dtype, empty)
             return out.reshape((out.shape[0], -1) + out.shape[3:])
-        joined = empty(out.shape[:1] + out.shape[2:3] + (out.shape[1] * out.shape[3],), dtype)
-        for j in range(out.shape[1]):
-            joined[:, :, j * out.shape[3]:(j + 1) * out.shape[3]] = out[:, j]
+        size, width = getattr(layers[0][names[0]], part).data.shape
+        joined = empty((len(layers), width, len(names) * size), dtype)
+        for i, linears in enumerate(layers):  # each transposed straight into its columns
+            for j, name in enumerate(names):
+                joined[i, :, j * size:(j + 1) * size] = getattr(linears[name], part).data.T
         return joined
     return (merged(("q", "k", "v"), "weight"), merged(("q", "k", "v"), "bias"),
             stacked(layers, out_names, "weight", dtype, empty, transposed),
@@ -495,9 +497,10 @@ class DecoderKernel:
                               memory.empty, transposed)
         layers = [_linears(layer) for layer in model.decoder.layers]
         cross_kv = [stacked(layers, ("cross_k", "cross_v"), part, dtype, memory.empty) for part in ("weight", "bias")]
-        generator_w = memory.empty(model.generator.weight.shape[::-1] if transposed else model.generator.weight.shape,
-                                   dtype)
-        generator_w[:] = model.generator.weight.data.T if transposed else model.generator.weight.data
+        generator_w = np.ascontiguousarray(model.generator.weight.data)
+        if transposed:
+            generator_w = memory.empty(generator_w.shape[::-1], dtype)
+            generator_w[:] = model.generator.weight.data.T
         self.generator = generator_w, model.generator.bias.data
         self.heads, self.norm_first = model.config.h, bool(model.config.norm_first)
         self.src_ok = np.ascontiguousarray(src_ok)
