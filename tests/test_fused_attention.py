@@ -163,6 +163,100 @@ def test_engine_rule_sends_decoding_steps_to_the_kernel_and_the_rest_to_blas():
     assert att.attention_engine(64, 4, 16, 16) == "blas"
 
 
+# ---------------------------------------------------------------- the tile kernels (float32 training shapes)
+def test_tiles_take_float32_training_shapes_only():
+    rng = np.random.default_rng(0)
+    assert att.tiles_fit(*qkv(rng, T_q=4, d_k=8, d_v=16, dtype=np.float32))
+    assert not att.tiles_fit(*qkv(rng, T_q=4, d_k=8, d_v=16, dtype=np.float64))   # float64: BLAS
+    assert not att.tiles_fit(*qkv(rng, T_q=1, d_k=8, d_v=16, dtype=np.float32))   # one query: the fused kernel
+    assert not att.tiles_fit(*qkv(rng, T_q=4, d_k=5, d_v=16, dtype=np.float32))   # d_k not a multiple of 8
+    assert not att.tiles_fit(*qkv(rng, T_q=4, d_k=8, d_v=16, dtype=np.float32, kv_batch=1))  # shared keys
+
+
+@pytest.mark.parametrize("mask_name", list(MASKS))
+@pytest.mark.parametrize("dropout", [False, True])
+@pytest.mark.parametrize("shape", [(3, 4, 6, 2, 8, 16), (2, 16, 16, 4, 32, 32), (2, 5, 13, 3, 24, 40),
+                                   (1, 9, 9, 1, 64, 8)])
+def test_tile_kernels_match_the_numpy_twin(mask_name, dropout, shape):
+    """Forward and backward of the numba backend's dispatch on shapes the tile kernels take: key counts
+    that are and are not multiples of 8, every mask layout, dropout on and off."""
+    B, T_q, T_k, h, d_k, d_v = shape
+    rng = np.random.default_rng(sum(shape))
+    q, k, v = qkv(rng, B, T_q, T_k, h, d_k, d_v, dtype=np.float32)
+    assert att.tiles_fit(q, k, v)
+    mask = MASKS[mask_name](rng, B, h, T_q, T_k)
+    keep = rng.random((B, h, T_q, T_k)) > 0.25 if dropout else None
+    args = {"mask": None if mask is None else mask.astype(np.float32) if mask.dtype.kind == "f" else mask,
+            "keep": keep, "keep_scale": 1 / 0.75}
+    out_twin, w_twin = att.attention_forward_numpy(q, k, v, **args)
+    with kernels.use_backend("numba"):
+        out, w = att.attention_forward(q, k, v, **args)
+    np.testing.assert_allclose(w, w_twin, **TOL[np.float32])
+    np.testing.assert_allclose(out, out_twin, **TOL[np.float32])
+    assert out.dtype == w.dtype == np.float32 and out.flags.c_contiguous and w.shape == w_twin.shape
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    grads_twin = att.attention_backward_numpy(q, k, v, w_twin, dout, keep=keep, keep_scale=1 / 0.75)
+    with kernels.use_backend("numba"):
+        for weights in (w, np.ascontiguousarray(w)):  # the forward's padded view, or any other array
+            grads = att.attention_backward(q, k, v, weights, dout, keep=keep, keep_scale=1 / 0.75)
+            for got, expected in zip(grads, grads_twin):
+                assert got.shape == expected.shape
+                np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_tiles_give_a_fully_masked_query_zeros_and_keep_nan_in_its_row():
+    rng = np.random.default_rng(8)
+    q, k, v = qkv(rng, B=2, T_q=4, T_k=11, h=2, d_k=8, d_v=8, dtype=np.float32)
+    mask = np.ones((2, 1, 4, 11), bool)
+    mask[1, 0, 2] = False
+    q[0, 1, 0, 3] = np.nan
+    with kernels.use_backend("numba"):
+        out, w = att.attention_forward(q, k, v, mask=mask)
+    assert not w[1, :, 2].any() and not out[1, 2].any()
+    assert np.isnan(w[0, 0, 1]).all() and np.isnan(out[0, 1, 0]).all()
+    w, out = w.copy(), out.copy()
+    w[0, 0, 1], out[0, 1, 0] = 0, 0
+    assert np.isfinite(w).all() and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("n_rows, count, width", [(16, 32, 16), (5, 7, 40), (3, 12, 24), (1, 1, 8), (7, 32, 64),
+                                                  (16, 16, 32), (2, 3, 72)])
+def test_simd_rows_product_matches_its_numpy_reference(n_rows, count, width):
+    """kernels.simd.rows_product, the micro-kernels under the tile kernels, on strided operands anywhere
+    in flat arrays; columns it does not own stay untouched."""
+    from numba import njit
+
+    from tinygrad_lite.kernels import simd
+    from tinygrad_lite.kernels.backend import load_numba
+    simd.register(load_numba())
+
+    @njit
+    def run(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_rows, width):
+        simd.rows_product(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_rows, width)
+    rng = np.random.default_rng(n_rows * count + width)
+    coef, x = rng.standard_normal(6000).astype(np.float32), rng.standard_normal(9000).astype(np.float32)
+    out = np.full(4000, 7.0, np.float32)
+    expected = out.copy()
+    args = (3, width + 5, coef, 2, count + 1, 1, count, x, 7, width + 3, n_rows, width)
+    run(out, *args)
+    simd.reference_rows_product(expected, *args)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert (out == 7.0).sum() == (expected == 7.0).sum()
+
+
+def test_simd_transpose_writes_each_head_as_columns_padded_with_zeros():
+    x = np.arange(3 * 13 * 2 * 16, dtype=np.float32).reshape(3, 13, 2, 16)       # (B, T, h, d)
+    with kernels.use_backend("numba"):
+        att._numba_kernels()
+    from numba import njit
+    into = njit(att._tokens_last_into)
+    out = np.full(16 * 16, -1.0, np.float32)
+    into(out, x.reshape(-1), (1 * 13 * 2 + 1) * 16, 2 * 16, 13, 16, 16)           # batch row 1, head 1
+    expected = np.zeros((16, 16), np.float32)
+    expected[:, :13] = x[1, :, 1, :].T
+    np.testing.assert_array_equal(out.reshape(16, 16), expected)
+
+
 def fused(q, k, v, **kw):
     return F.fused_attention(Tensor(q), Tensor(k), Tensor(v), **kw)
 

@@ -1,7 +1,8 @@
 """CPU kernels for the Transformer's hot spots, each as a Numba JIT kernel and a NumPy twin.
 
 The twins are the readable definitions; the Numba kernels are the fast path and are tested
-against them (matmul is np.matmul on both backends: OpenBLAS beat every Numba kernel tried).
+against them (matmul is np.matmul on both backends: OpenBLAS beat every Numba kernel tried, except
+on attention's per-head products, which kernels.simd's micro-kernels take in float32).
 All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
 them: the Tensor methods and nn.functional check what users pass.
 
@@ -14,6 +15,7 @@ them: the Tensor methods and nn.functional check what users pass.
     layernorm_backward(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
+    attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
     cross_entropy_backward(logp, targets, weight, eps) -> dx   label-smoothed CE's gradient in one pass
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
@@ -25,7 +27,13 @@ The explicit twins live in the submodules, e.g. ``tinygrad_lite.kernels.softmax`
 ``softmax_forward_numpy`` and ``softmax_forward_numba``. Note that the name ``matmul`` here is
 the function; import the module's twins with ``from tinygrad_lite.kernels.matmul import ...``.
 """
-from .attention import attention_backward, attention_engine, attention_forward
+from .attention import (
+                        attention_backward,
+                        attention_backward_rows,
+                        attention_engine,
+                        attention_forward,
+                        attention_forward_rows,
+)
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .cross_entropy import cross_entropy_backward
 from .dropout import keep_mask_from_seed
@@ -36,7 +44,8 @@ from .matmul import matmul, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
 
 __all__ = [
-    "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "bias_relu_dropout_", "cross_entropy_backward",
+    "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",
+    "bias_relu_dropout_", "cross_entropy_backward",
     "dropout_backward", "embedding_backward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
     "layernorm_backward", "layernorm_forward",

@@ -14,6 +14,11 @@ them, and MultiHeadAttention shows them when asked.
 
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
+    attention_forward_rows(q, k, v, q_real, k_real, ...), attention_backward_rows(...)
+
+The *_rows pair takes only the real tokens' rows, q (n_q, h, d_k) and k, v (n_k, h, .), with the
+(B, T) bool masks of where they sit (Transformer.forward_tokens): attention among the real tokens,
+without padded copies of q, k, v.
 
 * k and v may have batch size 1 while q has B: one set of keys shared by every row (e.g. the
   encoder memory of one sentence searched with several beams).
@@ -31,10 +36,15 @@ The backward, for P = weights and P̃ = P · keep · keep_scale:
 Each function has a Numba kernel (``*_numba``) and a NumPy twin (``*_numpy``, the readable
 definition: batched matmuls and the softmax twin); the un-suffixed names dispatch on the
 backend. With the numba backend, :func:`attention_engine` picks the fused kernel only where it
-wins (one query per head: a decoding step); elsewhere the same op runs as OpenBLAS batched
-products around the Numba softmax kernels, which measured 2-3x faster (bench/README.md).
-float32 and float64; outputs are C-contiguous in the input dtype. The arguments are trusted:
-nn.functional.fused_attention checks what users pass, and asserts here state the preconditions.
+wins (one query per head: a decoding step). Training shapes in float32 (d_k and d_v multiples of
+8, keys per batch row: :func:`tiles_fit`) run the tile kernels: one (batch row, head) at a time,
+its Q·Kᵀ, P·V and gradient products on 8-lane SIMD micro-kernels (kernels.simd), where OpenBLAS
+spends more time entering and leaving each 16 × 32 product than multiplying; they also read the
+real tokens' rows in place. Everything else runs as OpenBLAS batched products around the Numba
+softmax kernels (bench/README.md, "Tenth pass"). float32 and float64; `out` is C-contiguous in the
+input dtype (the tile kernels' weights are a view of a (B, h, T_q, T_k rounded up to 8) array).
+The arguments are trusted: nn.functional.fused_attention checks what users pass, and asserts here
+state the preconditions.
 """
 import functools
 import math
@@ -42,8 +52,22 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from . import simd
 from . import softmax as _softmax
 from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
+from .simd import (
+    LANES,
+    rows_product,
+    v_copy,
+    v_dot,
+    v_keep,
+    v_max,
+    v_scale_add,
+    v_shift_scale,
+    v_softmax_grad,
+    v_sum,
+    v_transpose8,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Preconditions (nn.functional.fused_attention checks what users pass) and argument preparation
@@ -296,7 +320,118 @@ def _numba_kernels(numba):
                                 n_keys)
                 _dq_dk(row, dweights, scale, q[b, i, head], dq[b, i, head], k, dk, b, head, n_keys)
 
-    return SimpleNamespace(forward=forward, backward=backward)
+    simd.register(numba)
+    register_jitable(inline="always")(_tokens_last_into)
+    serial = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
+
+    @serial
+    def tiles_forward(q, k, v, q_start, k_start, T_q, scale, mask_add, keep, keep_scale, out, weights):
+        """out (n_q,h,d_v) and weights (B,h,T_q,n_pad) for float32 rows q (n_q,h,d), k (n_k,h,d), v (n_k,h,d_v):
+        batch row b's queries are rows q_start[b]..q_start[b+1] (positions 0, 1, ..), its keys k_start[b]..;
+        one (batch row, head) at a time, on tiles of n_pad keys (the longest row's, rounded up to LANES).
+        mask_add (Bm,Hm,Im,n_pad) is additive by position; keep (B,h,T_q,n_pad) or empty."""
+        n_q, h, d = q.shape
+        B, d_v, n_pad = q_start.size - 1, v.shape[2], weights.shape[3]
+        dropping = keep.size > 0
+        m_h, m_i = mask_add.shape[1], mask_add.shape[2]
+        mask_b, mask_h, mask_i = mask_add.shape[0] > 1, m_h > 1, m_i > 1
+        qf, kf, vf, of, wf = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), out.reshape(out.size), \
+            weights.reshape(weights.size)
+        mf, keepf = mask_add.reshape(mask_add.size), keep.reshape(keep.size)
+        zero, minus_inf, one = q.dtype.type(0), q.dtype.type(-np.inf), q.dtype.type(1)
+        kt = np.empty(d * n_pad, q.dtype)                           # Kᵀ of one head, (d, n_pad)
+        dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃ = P · keep / (1 - p)
+        for task in range(B * h):
+            b, head = task // h, task % h
+            queries, keys = q_start[b + 1] - q_start[b], k_start[b + 1] - k_start[b]
+            q0, k0, v0 = (q_start[b] * h + head) * d, (k_start[b] * h + head) * d, (k_start[b] * h + head) * d_v
+            o0, w0 = (q_start[b] * h + head) * d_v, task * T_q * n_pad
+            _tokens_last_into(kt, kf, k0, h * d, keys, d, n_pad)
+            rows_product(wf, w0, n_pad, qf, q0, h * d, 1, d, kt, 0, n_pad, queries, n_pad)      # Q·Kᵀ
+            for i in range(queries):                                # ·scale + mask, − the row's max
+                row = w0 + i * n_pad
+                m = (((b if mask_b else 0) * m_h + (head if mask_h else 0)) * m_i + (i if mask_i else 0)) * n_pad
+                for c in range(0, n_pad, LANES):
+                    v_scale_add(wf, row + c, scale, mf, m + c)
+                for j in range(keys, n_pad):                        # no key there
+                    wf[row + j] = minus_inf
+                top = minus_inf
+                for c in range(0, n_pad, LANES):
+                    top = max(top, v_max(wf, row + c))
+                shift = zero if top == minus_inf else -top
+                for c in range(0, n_pad, LANES):
+                    v_shift_scale(wf, row + c, shift, one)
+            tile = wf[w0:w0 + queries * n_pad]                      # a view indexed from 0: LLVM vectorises
+            for t in range(tile.size):
+                tile[t] = _softmax._simd_exp(tile[t])
+            for i in range(queries):                                # / the row's sum
+                row = w0 + i * n_pad
+                total = zero
+                for c in range(0, n_pad, LANES):
+                    total += v_sum(wf, row + c)
+                inv = one / total if total != zero else zero
+                for c in range(0, n_pad, LANES):
+                    v_shift_scale(wf, row + c, zero, inv)
+                    if dropping:
+                        v_copy(dropped, i * n_pad + c, wf, row + c)
+                        v_keep(dropped, i * n_pad + c, keepf, row + c, keep_scale)
+            for t in range(w0 + queries * n_pad, w0 + T_q * n_pad):  # no query there
+                wf[t] = zero
+            mixed, m0 = (dropped, 0) if dropping else (wf, w0)
+            rows_product(of, o0, h * d_v, mixed, m0, n_pad, 1, keys, vf, v0, h * d_v, queries, d_v)  # P̃·V
+
+    @serial
+    def tiles_backward(q, k, v, q_start, k_start, weights, dout, scale, keep, keep_scale, dq, dk, dv):
+        """dq, dk, dv (every row written) for tiles_forward, from its padded weights (B,h,T_q,n_pad)."""
+        n_q, h, d = q.shape
+        B, T_q, d_v, n_pad = q_start.size - 1, weights.shape[2], v.shape[2], weights.shape[3]
+        dropping = keep.size > 0
+        qf, kf, vf, gf, wf = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), dout.reshape(dout.size), \
+            weights.reshape(weights.size)
+        dqf, dkf, dvf, keepf = dq.reshape(dq.size), dk.reshape(dk.size), dv.reshape(dv.size), keep.reshape(keep.size)
+        zero = q.dtype.type(0)
+        vt = np.empty(d_v * n_pad, q.dtype)                         # Vᵀ of one head, (d_v, n_pad)
+        g = np.empty(T_q * n_pad, q.dtype)                          # dP = dO·Vᵀ, then dS
+        dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃
+        for task in range(B * h):
+            b, head = task // h, task % h
+            queries, keys = q_start[b + 1] - q_start[b], k_start[b + 1] - k_start[b]
+            q0, k0, v0 = (q_start[b] * h + head) * d, (k_start[b] * h + head) * d, (k_start[b] * h + head) * d_v
+            o0, w0 = (q_start[b] * h + head) * d_v, task * T_q * n_pad
+            _tokens_last_into(vt, vf, v0, h * d_v, keys, d_v, n_pad)
+            rows_product(g, 0, n_pad, gf, o0, h * d_v, 1, d_v, vt, 0, n_pad, queries, n_pad)    # dO·Vᵀ
+            for i in range(queries):
+                row, w_row = i * n_pad, w0 + i * n_pad
+                dot = zero
+                for c in range(0, n_pad, LANES):
+                    if dropping:
+                        v_keep(g, row + c, keepf, w_row + c, keep_scale)
+                        v_copy(dropped, row + c, wf, w_row + c)
+                        v_keep(dropped, row + c, keepf, w_row + c, keep_scale)
+                    dot += v_dot(g, row + c, wf, w_row + c)
+                for c in range(0, n_pad, LANES):
+                    v_softmax_grad(g, row + c, wf, w_row + c, dot, scale)
+            mixed, m0 = (dropped, 0) if dropping else (wf, w0)
+            rows_product(dvf, v0, h * d_v, mixed, m0, 1, n_pad, queries, gf, o0, h * d_v, keys, d_v)  # P̃ᵀ·dO
+            rows_product(dkf, k0, h * d, g, 0, 1, n_pad, queries, qf, q0, h * d, keys, d)              # dSᵀ·Q
+            rows_product(dqf, q0, h * d, g, 0, n_pad, 1, keys, kf, k0, h * d, queries, d)              # dS·K
+
+    return SimpleNamespace(forward=forward, backward=backward, tiles_forward=tiles_forward,
+                           tiles_backward=tiles_backward)
+
+
+def _tokens_last_into(out, x, x0, x_step, n, width, n_pad):
+    """out[e·n_pad + j] = x[x0 + j·x_step + e] for j < n, e < width (a multiple of LANES), and 0 for
+    n <= j < n_pad: the (n, width) rows of one head of keys or values as (width, n_pad) columns."""
+    full = n - n % LANES
+    for j in range(0, full, LANES):
+        for e in range(0, width, LANES):
+            v_transpose8(out, e * n_pad + j, n_pad, x, x0 + j * x_step + e, x_step)
+    for e in range(width):
+        for j in range(full, n):
+            out[e * n_pad + j] = x[x0 + j * x_step + e]
+        for j in range(n, n_pad):
+            out[e * n_pad + j] = 0
 
 
 def _leading_keys(x):
@@ -370,6 +505,92 @@ def _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale):
     return dq, dk, dv
 
 
+def tiles_fit(q, k, v):
+    """Whether the tile kernels take q, k, v: float32, keys per row (not shared), d_k and d_v multiples of
+    LANES, more than one query per head."""
+    return (q.dtype == np.float32 and k.shape[0] == q.shape[0] and q.shape[1] > NUMBA_MAX_QUERIES
+            and q.shape[3] % LANES == 0 and v.shape[3] % LANES == 0)
+
+
+def _padded_additive(mask, weights_shape, n_pad):
+    """The mask as float32 additive logits (0 keeps, -inf removes) in its own broadcast shape, 4-D, its
+    last dim padded with -inf to n_pad."""
+    n_keys = weights_shape[3]
+    if mask is None:
+        mask = np.zeros((1, 1, 1, n_keys), np.float32)
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+    if mask.shape[3] != n_keys:
+        mask = np.broadcast_to(mask, mask.shape[:3] + (n_keys,))
+    additive = np.where(mask, np.float32(0), np.float32(-np.inf)) if mask.dtype == np.bool_ else mask
+    if n_pad == n_keys:
+        return np.ascontiguousarray(additive, np.float32)
+    out = np.full(mask.shape[:3] + (n_pad,), -np.inf, np.float32)
+    out[..., :n_keys] = additive
+    return out
+
+
+def _padded(x, n_pad, fill=0):
+    """x (..., n) as a C-contiguous (..., n_pad) array, the new columns set to `fill`."""
+    if x.shape[-1] == n_pad:
+        return np.ascontiguousarray(x)
+    out = np.full(x.shape[:-1] + (n_pad,), fill, x.dtype)
+    out[..., :x.shape[-1]] = x
+    return out
+
+
+def _padded_weights(weights, n_pad):
+    """The (B, h, T_q, n_pad) array tiles_forward wrote, when `weights` is its view; else a padded copy."""
+    base = weights.base
+    if (isinstance(base, np.ndarray) and base.shape == weights.shape[:3] + (n_pad,) and base.flags.c_contiguous
+            and base.dtype == weights.dtype and base.strides == weights.strides
+            and base.__array_interface__["data"][0] == weights.__array_interface__["data"][0]):
+        return base
+    return _padded(weights, n_pad)
+
+
+def _starts(B, T):
+    return np.arange(B + 1, dtype=np.int64) * T
+
+
+def _tiles_forward(q, k, v, scale, mask, keep, keep_scale):
+    """tiles_forward on the padded layout: every position of (B, T, h, d) is a row."""
+    B, T_q, h, _ = q.shape
+    out, weights = _tiles_forward_rows(q.reshape((-1,) + q.shape[2:]), k.reshape((-1,) + k.shape[2:]),
+                                       v.reshape((-1,) + v.shape[2:]), _starts(B, T_q), _starts(B, k.shape[1]),
+                                       T_q, k.shape[1], scale, mask, keep, keep_scale)
+    return out.reshape(q.shape[:3] + v.shape[3:]), weights
+
+
+def _tiles_forward_rows(q, k, v, q_start, k_start, T_q, T_k, scale, mask, keep, keep_scale):
+    B, h = q_start.size - 1, q.shape[1]
+    n_pad = -(-T_k // LANES) * LANES
+    out = np.empty(q.shape[:2] + v.shape[2:], q.dtype)
+    weights = np.empty((B, h, T_q, n_pad), q.dtype)
+    keep = _NO_KEEP if keep is None else _padded(keep, n_pad, False)
+    _numba_kernels().tiles_forward(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v), q_start,
+                                   k_start, T_q, scale, _padded_additive(mask, (B, h, T_q, T_k), n_pad), keep,
+                                   q.dtype.type(keep_scale), out, weights)
+    return out, weights[..., :T_k]
+
+
+def _tiles_backward(q, k, v, weights, dout, scale, keep, keep_scale):
+    B, T_q = q.shape[:2]
+    grads = _tiles_backward_rows(*(x.reshape((-1,) + x.shape[2:]) for x in (q, k, v)), _starts(B, T_q),
+                                 _starts(B, k.shape[1]), weights, dout.reshape((-1,) + dout.shape[2:]), scale, keep,
+                                 keep_scale)
+    return tuple(g.reshape(x.shape) for g, x in zip(grads, (q, k, v)))
+
+
+def _tiles_backward_rows(q, k, v, q_start, k_start, weights, dout, scale, keep, keep_scale):
+    n_pad = -(-weights.shape[3] // LANES) * LANES
+    dq, dk, dv = np.empty(q.shape, q.dtype), np.empty(k.shape, q.dtype), np.empty(v.shape, q.dtype)
+    keep = _NO_KEEP if keep is None else _padded(keep, n_pad, False)
+    _numba_kernels().tiles_backward(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v), q_start,
+                                    k_start, _padded_weights(weights, n_pad), np.ascontiguousarray(dout), scale, keep,
+                                    q.dtype.type(keep_scale), dq, dk, dv)
+    return dq, dk, dv
+
+
 def attention_forward_numba(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
     """(out, weights) of multi-head attention (Numba kernel)."""
     weights_shape = _weights_shape(q, k, v)
@@ -385,6 +606,71 @@ def attention_backward_numba(q, k, v, weights, dout, scale=None, keep=None, keep
     _assert_keep(keep, weights_shape)
     return _backward_kernel(q, k, v, weights, dout, _scale(scale, q.shape[3], q.dtype), keep,
                             keep_scale)
+
+
+# ---------------------------------------------------------------------------------------------
+# The real tokens' rows (Transformer.forward_tokens): no padded copies of q, k, v
+# ---------------------------------------------------------------------------------------------
+
+def _to_padded(rows, real):
+    """(n, ...) rows of the True entries of real (B, T) -> (B, T, ...), zeros elsewhere (nn.functional.repad)."""
+    out = np.zeros(real.shape + rows.shape[1:], rows.dtype)
+    out[real] = rows
+    return out
+
+
+def _row_starts(real):
+    """(starts (B+1,) of each batch row's first row, or None when some row's real tokens are not a prefix)."""
+    lengths = real.sum(axis=1)
+    if not np.array_equal(real, np.arange(real.shape[1])[None, :] < lengths[:, None]):
+        return None
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def _keys_of(mask, k_real):
+    """The mask with the padding keys removed as well: attention among the real tokens."""
+    keys = k_real[:, None, None, :]
+    if mask is None:
+        return keys
+    if mask.dtype == np.bool_:
+        return mask & keys
+    return np.where(keys, mask, -np.inf).astype(mask.dtype)
+
+
+def attention_forward_rows(q, k, v, q_real, k_real, scale=None, mask=None, keep=None, keep_scale=1.0):
+    """attention_forward among the real tokens only, on their rows: q (n_q, h, d), k (n_k, h, d), v (n_k, h, d_v)
+    hold the rows of the True entries of q_real (B, T_q) and k_real (B, T_k), row-major (nn.functional.unpad's
+    layout). Padding keys never receive weight, whatever the mask says. Returns (out (n_q, h, d_v), weights
+    (B, h, T_q, T_k)), the weights zero at padding. The plain version puts the rows back into the padded layout,
+    runs attention_forward, and takes the real rows of its output; the tile kernels read the rows in place when
+    each batch row's real tokens come first (right padding)."""
+    B, T_q, T_k = q_real.shape[0], q_real.shape[1], k_real.shape[1]
+    if use_numba() and q.dtype == np.float32 and T_q > NUMBA_MAX_QUERIES and q.shape[2] % LANES == 0 \
+            and v.shape[2] % LANES == 0:
+        q_start, k_start = _row_starts(q_real), _row_starts(k_real)
+        if q_start is not None and k_start is not None:
+            weights_shape = (B, q.shape[1], T_q, T_k)
+            _assert_keep(keep, weights_shape)
+            return _tiles_forward_rows(q, k, v, q_start, k_start, T_q, T_k, _scale(scale, q.shape[2], q.dtype),
+                                       _mask_in(mask, weights_shape, q.dtype), keep, keep_scale)
+    out, weights = attention_forward(_to_padded(q, q_real), _to_padded(k, k_real), _to_padded(v, k_real), scale,
+                                     _keys_of(mask, k_real), keep, keep_scale)
+    return out[q_real], weights
+
+
+def attention_backward_rows(q, k, v, q_real, k_real, weights, dout, scale=None, keep=None, keep_scale=1.0):
+    """(dq, dk, dv) on the rows, for attention_forward_rows, from its weights and dL/dout (n_q, h, d_v)."""
+    B, T_q = q_real.shape
+    if use_numba() and q.dtype == np.float32 and T_q > NUMBA_MAX_QUERIES and q.shape[2] % LANES == 0 \
+            and v.shape[2] % LANES == 0:
+        q_start, k_start = _row_starts(q_real), _row_starts(k_real)
+        if q_start is not None and k_start is not None:
+            _assert_keep(keep, weights.shape)
+            return _tiles_backward_rows(q, k, v, q_start, k_start, weights, dout, _scale(scale, q.shape[2], q.dtype),
+                                        keep, keep_scale)
+    grads = attention_backward(_to_padded(q, q_real), _to_padded(k, k_real), _to_padded(v, k_real), weights,
+                               _to_padded(dout, q_real), scale, keep, keep_scale)
+    return grads[0][q_real], grads[1][k_real], grads[2][k_real]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,6 +702,8 @@ def attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0)
     mask = _mask_in(mask, weights_shape, q.dtype)
     if attention_engine(*weights_shape) == "numba":
         return _forward_kernel(q, k, v, scale, mask, keep, keep_scale)
+    if tiles_fit(q, k, v):
+        return _tiles_forward(q, k, v, scale, mask, keep, keep_scale)
     return _forward_composed(q, k, v, scale, _additive(mask, q.dtype), keep, keep_scale,
                              _softmax.softmax_forward_numba)
 
@@ -430,5 +718,7 @@ def attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale
     scale = _scale(scale, q.shape[3], q.dtype)
     if attention_engine(*weights_shape) == "numba":
         return _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale)
+    if tiles_fit(q, k, v):
+        return _tiles_backward(q, k, v, weights, dout, scale, keep, keep_scale)
     return _backward_composed(q, k, v, weights, dout, scale, keep, keep_scale,
                               _softmax.softmax_backward_numba)

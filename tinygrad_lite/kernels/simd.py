@@ -1,0 +1,359 @@
+"""Explicit SIMD for the Numba kernels: 8 float32 lanes at a time, and a small-matrix product built on them.
+
+LLVM vectorises a Numba loop 8 lanes x 4 interleaved = 32 floats at a time, so a loop of 16 (a row
+of attention scores, or d_k = 32 split in two) runs entirely in its scalar remainder, and a sum
+kept in an array is reloaded and stored at every step. The intrinsics here emit LLVM's
+<8 x float> loads, fused multiply-adds and stores directly, on 8 consecutive floats of a 1-D
+float32 array at an offset; `lanes()` is a 64-float scratch array on the stack, which LLVM keeps
+in registers when the kernel indexes it only at constant offsets: the accumulators of a
+micro-kernel, as in BLIS and OpenBLAS.
+
+    rows_product(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_rows, width)
+
+computes, for r < n_rows and the `width` columns (a multiple of 8) at a row's start,
+
+    out[o + r·o_row + col] = Σ_{t < count} coef[c + r·c_row + t·c_step] · x[xo + t·x_step + col],
+
+i.e. an (n_rows × count) · (count × width) product whose operands sit anywhere in flat arrays:
+attention's Q·Kᵀ, P·V and their gradients for one (batch row, head), where BLAS spends more time
+entering and leaving than multiplying (bench/README.md, "Tenth pass"). Its plain version is
+np.matmul, which `tinygrad_lite.kernels.attention`'s NumPy twin runs.
+
+The arguments are trusted (offsets are not checked): the callers size their arrays.
+Importing this module compiles nothing; `register()` defines the intrinsics on first use.
+"""
+import numpy as np
+
+LANES = 8          # floats in one vector (AVX2; LLVM splits it on narrower CPUs)
+SCRATCH = 64       # floats in `lanes()`: 8 vector accumulators
+
+
+# Stubs: kernels call these module-level names; register() gives them their compiled bodies
+# (numba.extending.overload), so that no Numba object is made before the first kernel call.
+
+def lanes():
+    """A float32 array of SCRATCH elements on the stack (Numba only)."""
+    raise NotImplementedError
+
+
+def v_zero(a, i):
+    """a[i:i+8] = 0."""
+    raise NotImplementedError
+
+
+def v_fma(acc, i, s, x, j):
+    """acc[i:i+8] += s · x[j:j+8]."""
+    raise NotImplementedError
+
+
+def v_copy(dst, i, src, j):
+    """dst[i:i+8] = src[j:j+8]."""
+    raise NotImplementedError
+
+
+def v_add(dst, i, src, j):
+    """dst[i:i+8] += src[j:j+8]."""
+    raise NotImplementedError
+
+
+def v_shift_scale(dst, i, shift, scale):
+    """dst[i:i+8] = (dst[i:i+8] + shift) · scale."""
+    raise NotImplementedError
+
+
+def v_scale_add(dst, i, scale, src, j):
+    """dst[i:i+8] = dst[i:i+8] · scale + src[j:j+8]."""
+    raise NotImplementedError
+
+
+def v_keep(dst, i, keep, j, scale):
+    """dst[i:i+8] ·= scale where keep[j:j+8] (bools) is True, else 0: inverted dropout."""
+    raise NotImplementedError
+
+
+def v_dot(a, i, b, j):
+    """sum(a[i:i+8] · b[j:j+8])."""
+    raise NotImplementedError
+
+
+def v_softmax_grad(g, i, y, j, dot, scale):
+    """g[i:i+8] = scale · y[j:j+8] · (g[i:i+8] − dot): softmax's backward, given dot = Σ g·y over the row."""
+    raise NotImplementedError
+
+
+def v_transpose8(dst, i, dst_step, src, j, src_step):
+    """The 8 × 8 block of src whose rows start at j, j + src_step, ... written transposed to the rows of
+    dst at i, i + dst_step, ...: dst[i + r·dst_step + c] = src[j + c·src_step + r]."""
+    raise NotImplementedError
+
+
+def v_max(a, i):
+    """max(a[i:i+8])."""
+    raise NotImplementedError
+
+
+def v_sum(a, i):
+    """sum(a[i:i+8])."""
+    raise NotImplementedError
+
+
+def _micro_4x16(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, rows):
+    """Up to 4 rows × 16 columns of rows_product: 8 accumulators. Rows past `rows` repeat the
+    last one and are not stored, so the loop has no branch."""
+    acc = lanes()
+    for a in range(0, SCRATCH, LANES):
+        v_zero(acc, a)
+    c0, c1 = c, c + min(1, rows - 1) * c_row
+    c2, c3 = c + min(2, rows - 1) * c_row, c + min(3, rows - 1) * c_row
+    for t in range(count):
+        p, ct = xo + t * x_step, t * c_step
+        s0, s1, s2, s3 = coef[c0 + ct], coef[c1 + ct], coef[c2 + ct], coef[c3 + ct]
+        v_fma(acc, 0, s0, x, p)
+        v_fma(acc, 8, s0, x, p + 8)
+        v_fma(acc, 16, s1, x, p)
+        v_fma(acc, 24, s1, x, p + 8)
+        v_fma(acc, 32, s2, x, p)
+        v_fma(acc, 40, s2, x, p + 8)
+        v_fma(acc, 48, s3, x, p)
+        v_fma(acc, 56, s3, x, p + 8)
+    for r in range(rows):
+        v_copy(out, o + r * o_row, acc, 16 * r)
+        v_copy(out, o + r * o_row + 8, acc, 16 * r + 8)
+
+
+def _micro_4x8(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, rows):
+    """Up to 4 rows × 8 columns of rows_product."""
+    acc = lanes()
+    for a in range(0, 4 * LANES, LANES):
+        v_zero(acc, a)
+    c0, c1 = c, c + min(1, rows - 1) * c_row
+    c2, c3 = c + min(2, rows - 1) * c_row, c + min(3, rows - 1) * c_row
+    for t in range(count):
+        p, ct = xo + t * x_step, t * c_step
+        v_fma(acc, 0, coef[c0 + ct], x, p)
+        v_fma(acc, 8, coef[c1 + ct], x, p)
+        v_fma(acc, 16, coef[c2 + ct], x, p)
+        v_fma(acc, 24, coef[c3 + ct], x, p)
+    for r in range(rows):
+        v_copy(out, o + r * o_row, acc, 8 * r)
+
+
+def _micro_2x32(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, rows):
+    """Up to 2 rows × 32 columns of rows_product."""
+    acc = lanes()
+    for a in range(0, SCRATCH, LANES):
+        v_zero(acc, a)
+    c0, c1 = c, c + min(1, rows - 1) * c_row
+    for t in range(count):
+        p, ct = xo + t * x_step, t * c_step
+        s0, s1 = coef[c0 + ct], coef[c1 + ct]
+        v_fma(acc, 0, s0, x, p)
+        v_fma(acc, 8, s0, x, p + 8)
+        v_fma(acc, 16, s0, x, p + 16)
+        v_fma(acc, 24, s0, x, p + 24)
+        v_fma(acc, 32, s1, x, p)
+        v_fma(acc, 40, s1, x, p + 8)
+        v_fma(acc, 48, s1, x, p + 16)
+        v_fma(acc, 56, s1, x, p + 24)
+    for r in range(rows):
+        for a in range(0, 32, LANES):
+            v_copy(out, o + r * o_row + a, acc, 32 * r + a)
+
+
+def rows_product(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_rows, width):
+    """The small-matrix product of the module docstring, in column blocks of 32, then 16 and 8."""
+    wide = width - width % 32
+    for col in range(0, wide, 32):
+        for r0 in range(0, n_rows, 2):
+            _micro_2x32(out, o + r0 * o_row + col, o_row, coef, c + r0 * c_row, c_row, c_step, count, x, xo + col,
+                        x_step, min(2, n_rows - r0))
+    narrow = wide + 16 if width - wide >= 16 else wide
+    if narrow > wide:
+        for r0 in range(0, n_rows, 4):
+            _micro_4x16(out, o + r0 * o_row + wide, o_row, coef, c + r0 * c_row, c_row, c_step, count, x, xo + wide,
+                        x_step, min(4, n_rows - r0))
+    if width > narrow:
+        for r0 in range(0, n_rows, 4):
+            _micro_4x8(out, o + r0 * o_row + narrow, o_row, coef, c + r0 * c_row, c_row, c_step, count, x,
+                       xo + narrow, x_step, min(4, n_rows - r0))
+
+
+def register(numba):
+    """Compile the intrinsics behind the stubs and make the micro-kernels jitable (once)."""
+    if getattr(register, "done", False):
+        return
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic, overload, register_jitable
+
+    vec = ir.VectorType(ir.FloatType(), LANES)
+    i32 = ir.IntType(32)
+    f32 = types.float32
+
+    def pointer(context, builder, array_type, array, offset):
+        data = context.make_array(array_type)(context, builder, array).data
+        return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
+
+    def load(context, builder, sig, args, k):
+        return builder.load(pointer(context, builder, sig.args[k], args[k], args[k + 1]), align=4)
+
+    def store(context, builder, sig, args, k, value):
+        builder.store(value, pointer(context, builder, sig.args[k], args[k], args[k + 1]), align=4)
+
+    def splat(builder, scalar):
+        one = builder.insert_element(ir.Constant(vec, ir.Undefined), scalar, ir.Constant(i32, 0))
+        return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(i32, LANES),
+                                                                                      [0] * LANES))
+
+    def call(builder, name, *values):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(values[0].type, [v.type for v in values]),
+                                            name)
+        return builder.call(fn, list(values))
+
+    def reduce(builder, v, combine):
+        for half in (4, 2, 1):  # fold the upper half onto the lower one
+            mask = ir.Constant(ir.VectorType(i32, LANES), [k + half if k < half else k for k in range(LANES)])
+            v = combine(v, builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined), mask))
+        return builder.extract_element(v, ir.Constant(i32, 0))
+
+    array = types.Array(f32, 1, "C")
+
+    def _lanes(typingctx):
+        def codegen(context, builder, sig, args):
+            data = cgutils.alloca_once(builder, ir.FloatType(), size=SCRATCH)
+            out = context.make_array(array)(context, builder)
+            n = context.get_constant(types.intp, SCRATCH)
+            size = context.get_constant(types.intp, 4)
+            context.populate_array(out, data=data, shape=cgutils.pack_array(builder, [n]),
+                                   strides=cgutils.pack_array(builder, [size]), itemsize=size, meminfo=None)
+            return out._getvalue()
+        return array(), codegen
+
+    def _v_zero(typingctx, a, i):
+        def codegen(context, builder, sig, args):
+            store(context, builder, sig, args, 0, ir.Constant(vec, [0.0] * LANES))
+        return types.void(a, i), codegen
+
+    def _v_fma(typingctx, acc, i, s, x, j):
+        def codegen(context, builder, sig, args):
+            fma = call(builder, "llvm.fma.v8f32", splat(builder, args[2]), load(context, builder, sig, args, 3),
+                       load(context, builder, sig, args, 0))
+            store(context, builder, sig, args, 0, fma)
+        return types.void(acc, i, f32, x, j), codegen
+
+    def _v_copy(typingctx, dst, i, src, j):
+        def codegen(context, builder, sig, args):
+            store(context, builder, sig, args, 0, load(context, builder, sig, args, 2))
+        return types.void(dst, i, src, j), codegen
+
+    def _v_add(typingctx, dst, i, src, j):
+        def codegen(context, builder, sig, args):
+            total = builder.fadd(load(context, builder, sig, args, 0), load(context, builder, sig, args, 2))
+            store(context, builder, sig, args, 0, total)
+        return types.void(dst, i, src, j), codegen
+
+    def _v_shift_scale(typingctx, dst, i, shift, scale):
+        def codegen(context, builder, sig, args):
+            shifted = builder.fadd(load(context, builder, sig, args, 0), splat(builder, args[2]))
+            store(context, builder, sig, args, 0, builder.fmul(shifted, splat(builder, args[3])))
+        return types.void(dst, i, f32, f32), codegen
+
+    def _v_scale_add(typingctx, dst, i, scale, src, j):
+        def codegen(context, builder, sig, args):
+            scaled = builder.fmul(load(context, builder, sig, args, 0), splat(builder, args[2]))
+            store(context, builder, sig, args, 0, builder.fadd(scaled, load(context, builder, sig, args, 3)))
+        return types.void(dst, i, f32, src, j), codegen
+
+    def _v_keep(typingctx, dst, i, keep, j, scale):
+        def codegen(context, builder, sig, args):
+            flags = context.make_array(sig.args[2])(context, builder, args[2]).data
+            byte_vec = ir.VectorType(ir.IntType(8), LANES)
+            bytes_ = builder.load(builder.bitcast(builder.gep(flags, [args[3]]), byte_vec.as_pointer()), align=1)
+            kept = builder.icmp_unsigned("!=", bytes_, ir.Constant(byte_vec, [0] * LANES))
+            factor = builder.select(kept, splat(builder, args[4]), ir.Constant(vec, [0.0] * LANES))
+            store(context, builder, sig, args, 0, builder.fmul(load(context, builder, sig, args, 0), factor))
+        return types.void(dst, i, keep, j, f32), codegen
+
+    def _v_dot(typingctx, a, i, b, j):
+        def codegen(context, builder, sig, args):
+            product = builder.fmul(load(context, builder, sig, args, 0), load(context, builder, sig, args, 2))
+            return reduce(builder, product, builder.fadd)
+        return f32(a, i, b, j), codegen
+
+    def _v_softmax_grad(typingctx, g, i, y, j, dot, scale):
+        def codegen(context, builder, sig, args):
+            centred = builder.fsub(load(context, builder, sig, args, 0), splat(builder, args[4]))
+            weighted = builder.fmul(builder.fmul(load(context, builder, sig, args, 2), splat(builder, args[5])),
+                                    centred)
+            store(context, builder, sig, args, 0, weighted)
+        return types.void(g, i, y, j, f32, f32), codegen
+
+    def _v_transpose8(typingctx, dst, i, dst_step, src, j, src_step):
+        def codegen(context, builder, sig, args):
+            src_data = context.make_array(sig.args[3])(context, builder, args[3]).data
+            dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            rows = []
+            for r in range(LANES):
+                at = builder.add(args[4], builder.mul(args[5], ir.Constant(args[5].type, r)))
+                rows.append(builder.load(builder.bitcast(builder.gep(src_data, [at]), vec.as_pointer()), align=4))
+            low = ir.Constant(ir.VectorType(i32, LANES), [0, 8, 1, 9, 2, 10, 3, 11])
+            high = ir.Constant(ir.VectorType(i32, LANES), [4, 12, 5, 13, 6, 14, 7, 15])
+            for _ in range(3):  # three rounds of zipping row r with row r + 4 transpose 8 × 8
+                zipped = []
+                for r in range(4):
+                    zipped += [builder.shuffle_vector(rows[r], rows[r + 4], low),
+                               builder.shuffle_vector(rows[r], rows[r + 4], high)]
+                rows = zipped
+            for r in range(LANES):
+                at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, r)))
+                builder.store(rows[r], builder.bitcast(builder.gep(dst_data, [at]), vec.as_pointer()), align=4)
+        return types.void(dst, i, dst_step, src, j, src_step), codegen
+
+    def _v_max(typingctx, a, i):
+        def codegen(context, builder, sig, args):
+            return reduce(builder, load(context, builder, sig, args, 0),
+                          lambda u, w: call(builder, "llvm.maxnum.v8f32", u, w))
+        return f32(a, i), codegen
+
+    def _v_sum(typingctx, a, i):
+        def codegen(context, builder, sig, args):
+            return reduce(builder, load(context, builder, sig, args, 0), builder.fadd)
+        return f32(a, i), codegen
+
+    i_lanes, i_zero, i_fma, i_copy = intrinsic(_lanes), intrinsic(_v_zero), intrinsic(_v_fma), intrinsic(_v_copy)
+    i_add, i_shift_scale, i_max, i_sum = (intrinsic(_v_add), intrinsic(_v_shift_scale), intrinsic(_v_max),
+                                          intrinsic(_v_sum))
+    overload(lanes, inline="always")(lambda: lambda: i_lanes())
+    overload(v_zero, inline="always")(lambda a, i: lambda a, i: i_zero(a, i))
+    overload(v_fma, inline="always")(lambda acc, i, s, x, j: lambda acc, i, s, x, j: i_fma(acc, i, s, x, j))
+    overload(v_copy, inline="always")(lambda dst, i, src, j: lambda dst, i, src, j: i_copy(dst, i, src, j))
+    overload(v_add, inline="always")(lambda dst, i, src, j: lambda dst, i, src, j: i_add(dst, i, src, j))
+    overload(v_shift_scale, inline="always")(
+        lambda dst, i, shift, scale: lambda dst, i, shift, scale: i_shift_scale(dst, i, shift, scale))
+    overload(v_max, inline="always")(lambda a, i: lambda a, i: i_max(a, i))
+    i_scale_add, i_keep, i_dot, i_grad = (intrinsic(_v_scale_add), intrinsic(_v_keep), intrinsic(_v_dot),
+                                          intrinsic(_v_softmax_grad))
+    overload(v_scale_add, inline="always")(
+        lambda dst, i, scale, src, j: lambda dst, i, scale, src, j: i_scale_add(dst, i, scale, src, j))
+    overload(v_keep, inline="always")(
+        lambda dst, i, keep, j, scale: lambda dst, i, keep, j, scale: i_keep(dst, i, keep, j, scale))
+    i_transpose8 = intrinsic(_v_transpose8)
+    overload(v_transpose8, inline="always")(
+        lambda dst, i, dst_step, src, j, src_step: lambda dst, i, dst_step, src, j, src_step: i_transpose8(
+            dst, i, dst_step, src, j, src_step))
+    overload(v_dot, inline="always")(lambda a, i, b, j: lambda a, i, b, j: i_dot(a, i, b, j))
+    overload(v_softmax_grad, inline="always")(
+        lambda g, i, y, j, dot, scale: lambda g, i, y, j, dot, scale: i_grad(g, i, y, j, dot, scale))
+    overload(v_sum, inline="always")(lambda a, i: lambda a, i: i_sum(a, i))
+    for micro in (_micro_4x16, _micro_4x8, _micro_2x32):  # inlined into rows_product, compiled once
+        register_jitable(inline="always")(micro)
+    register_jitable(rows_product)
+    register.done = True
+
+
+def reference_rows_product(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_rows, width):
+    """rows_product in NumPy (its test oracle)."""
+    for r in range(n_rows):
+        a = coef[c + r * c_row + np.arange(count) * c_step]
+        rows = x[xo + np.arange(count)[:, None] * x_step + np.arange(width)[None, :]]
+        out[o + r * o_row:o + r * o_row + width] = a @ rows
