@@ -8,7 +8,7 @@ import pytest
 from trick_switches import both
 
 import tinygrad_lite as tl
-from tinygrad_lite import Tensor, fast
+from tinygrad_lite import Tensor, fast, kernels
 from tinygrad_lite.gradcheck import gradcheck
 from tinygrad_lite.nn import functional as F
 from transformer import Transformer
@@ -96,6 +96,33 @@ def test_the_loss_and_every_gradient_match_the_padded_forward(kwargs):
     for a, b in zip(on, off):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     assert np.abs(on[1:][0]).max() > 0  # gradients flowed
+
+
+def test_float32_attention_reads_the_real_rows_in_place_and_matches_the_padded_forward(monkeypatch):
+    """In float32 with d_k a multiple of 8 the attention of forward_tokens runs the tile kernels on the real
+    tokens' rows (kernels.attention.attention_forward_rows, no repad): the loss and every gradient still
+    match the padded forward's, to float32 rounding."""
+    from tinygrad_lite.kernels import attention as att
+    calls = []
+    original = att._tiles_forward_rows
+    monkeypatch.setattr(att, "_tiles_forward_rows", lambda *a: calls.append(a[3]) or original(*a))
+    tl.manual_seed(2)
+    model = Transformer(23, 29, d_model=16, h=2, N=2, d_ff=24, dropout=0.0, dtype=np.float32)
+    rng = np.random.default_rng(2)
+    src = padded_batch(rng, 4, 7, 23, [7, 5, 2, 0])
+    tgt = padded_batch(rng, 4, 6, 29, [6, 1, 4, 3])
+
+    def step():
+        model.zero_grad()
+        loss = teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], label_smoothing=0.1)
+        loss.backward()
+        return [loss.data] + [p.grad.copy() for p in model.parameters()]
+    with kernels.use_backend("numba"):
+        on, off = both(step, "skip_padding")
+    ragged = [starts for starts in calls if len(set(np.diff(starts))) > 1]  # the real rows, not the padded layout
+    assert len(ragged) == 6  # 2 encoder self-attentions, 2 decoder self- and 2 cross-attentions
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
 
 
 def test_the_trick_fires_only_when_switched_on(monkeypatch):

@@ -76,10 +76,17 @@ class MultiHeadAttention(Module):
         `cache`: see `project_keys_values` (incremental decoding, `transformer.decoding`).
         `real` = (query_real (B, T_q), key_real (B, T_k)) bool masks when the inputs hold only the
         real tokens' rows, (n_q, d_model) and (n_k, d_model) (`Transformer.forward_tokens`): the
-        projections run on those rows, the attention itself on the padded layout.
+        projections run on those rows, and so does the fused attention (F.fused_attention's `real`);
+        unfused, the attention runs on the padded layout.
         """
         q = self.w_q(query)                                              # (B, T_q, h·d_k)
         k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, h·d_k)
+        if real is not None and self.fused:  # the real tokens' rows as they are: no padded copies
+            out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
+                                             need_weights=True, heads=self.h, real=real)  # (n_q, h·d_k)
+            if self.keep_weights:
+                self.weights = weights
+            return self.w_o(out)
         if real is not None:                                             # (n, h·d_k) -> (B, T, h·d_k)
             q, k, v = F.repad(q, real[0]), F.repad(k, real[1]), F.repad(v, real[1])
         if self.fused:  # one kernel on (B, T, h·d_k) as the projections give it: no head copies

@@ -164,10 +164,11 @@ class Transformer(Module):
         Everything but attention is position-wise (§3.3: "applied to each position separately and
         identically"), so the embeddings, projections, FFNs, norms and generator run on the real
         tokens' rows alone: a batch padded by a quarter costs about a quarter fewer multiply-adds.
-        Each attention puts its q, k, v back into the padded layout, where the padding masks hide
-        the <pad> keys as in `forward`; a <pad> position is never a key, so it changes nothing at a
-        real one. Same logits as forward at the real tokens (tests/test_skip_padding.py); dropout
-        draws differ, as they are made for fewer rows.
+        Attention runs among each row's real tokens (F.fused_attention with `real`; the unfused
+        path puts q, k, v back into the padded layout, where the padding masks hide the <pad> keys
+        as in `forward`): a <pad> position is never a key, so it changes nothing at a real one.
+        Same logits as forward at the real tokens (tests/test_skip_padding.py); dropout draws
+        differ, as they are made for fewer rows.
         """
         src_ids, src_mask = self._source(src, None)
         tgt_ids = self._check_tokens("tgt", tgt, self.config.tgt_vocab)

@@ -214,7 +214,8 @@ def _real_mask(op: str, real, shape, got: str) -> np.ndarray:
 
 
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float = 0.0, training: bool = True,
-                    scale: float | None = None, need_weights: bool = False, heads: int | None = None):
+                    scale: float | None = None, need_weights: bool = False, heads: int | None = None,
+                    real: tuple | None = None):
     """All heads of scaled dot-product attention, softmax(q·kᵀ·scale + mask)·v (paper Eq. 1), as ONE op.
 
     q (B, T_q, h, d_k), k (B, T_k, h, d_k), v (B, T_k, h, d_v) -> (B, T_q, h, d_v): tokens before
@@ -227,8 +228,15 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
     need_weights=True also returns the weights (before dropout) as an ndarray, for inspection: no
     gradient flows through them. Runs on `tinygrad_lite.kernels.attention`; the unfused composition
     it must match is matmul -> softmax -> dropout -> matmul.
+
+    real=(q_real, k_real), bool masks (B, T_q) and (B, T_k) of the real tokens, with heads=h: q, k, v are
+    those tokens' rows only, (n_q, h·d) and (n_k, h·d) (Transformer.forward_tokens), and so is the result,
+    (n_q, h·d_v): attention among the real tokens, the same numbers as repad -> this op -> unpad when the mask
+    hides every padding key, without the padded copies.
     """
     op = "fused_attention"
+    if real is not None:
+        return _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights, heads, real)
     if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
         raise TypeError(f"{op}: q, k, v must be Tensors, got {type(q).__name__}, {type(k).__name__}, "
                         f"{type(v).__name__}")
@@ -256,6 +264,44 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
         return tuple(None if not t.requires_grad else grad if heads is None else grad.reshape(t.shape)
                      for t, grad in zip((q, k, v), grads))
     result = q._make(out, op, (q, k, v), backward)
+    return (result, weights) if need_weights else result
+
+
+def _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights, heads, real):
+    """fused_attention with real=(q_real, k_real): q, k, v hold the real tokens' rows (kernels.attention's
+    attention_forward_rows)."""
+    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
+        raise TypeError(f"{op}: q, k, v must be Tensors, got {type(q).__name__}, {type(k).__name__}, "
+                        f"{type(v).__name__}")
+    if heads is None or not isinstance(real, tuple) or len(real) != 2:
+        raise ValueError(f"{op}: real needs heads=h and a pair (q_real, k_real) of bool masks (B, T)")
+    heads = positive_int(op, "heads", heads)
+    q_real = _real_mask(op, real[0], None, f"q of shape {q.shape}")
+    k_real = _real_mask(op, real[1], None, f"k of shape {k.shape}")
+    if k_real.shape[0] != q_real.shape[0]:
+        raise ValueError(f"{op}: real's masks must share the batch size, got {q_real.shape} and {k_real.shape}")
+    for name, x, keep in (("q", q, q_real), ("k", k, k_real), ("v", v, k_real)):
+        if x.ndim != 2 or x.shape[0] != int(keep.sum()) or x.shape[1] % heads:
+            raise ValueError(f"{op}: with real, {name} must be (n, heads·d) with one row per real token "
+                             f"({int(keep.sum())}) and its last dim divisible by heads={heads}, got shape {x.shape}")
+    qd, kd, vd = (x.data.reshape(x.shape[0], heads, -1) for x in (q, k, v))
+    dropout_p = probability(op, "dropout_p", dropout_p)
+    scale = None if scale is None else number(op, "scale", scale)
+    B, T_q, T_k = q_real.shape[0], q_real.shape[1], k_real.shape[1]
+    shaped = [np.broadcast_to(np.zeros((), x.dtype), (B, T, heads, x.shape[2]))  # shapes only, for the checks
+              for x, T in ((qd, T_q), (kd, T_k), (vd, T_k))]
+    mask = _check_attention(op, *shaped, mask)
+    keep, keep_scale = None, 1.0
+    if training and dropout_p > 0:
+        keep = dropout_keep_mask((B, heads, T_q, T_k), dropout_p)
+        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
+    out, weights = K.attention_forward_rows(qd, kd, vd, q_real, k_real, scale, mask, keep, keep_scale)
+
+    def backward(g):
+        grads = K.attention_backward_rows(qd, kd, vd, q_real, k_real, weights, g.reshape(out.shape), scale, keep,
+                                          keep_scale)
+        return tuple(grad.reshape(t.shape) if t.requires_grad else None for t, grad in zip((q, k, v), grads))
+    result = q._make(out.reshape(out.shape[0], -1), op, (q, k, v), backward)
     return (result, weights) if need_weights else result
 
 
