@@ -322,6 +322,7 @@ def _numba_kernels(numba):
 
     simd.register(numba)
     register_jitable(inline="always")(_tokens_last_into)
+    register_jitable(inline="always")(_task)
     serial = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
 
     @serial
@@ -342,10 +343,7 @@ def _numba_kernels(numba):
         kt = np.empty(d * n_pad, q.dtype)                           # Kᵀ of one head, (d, n_pad)
         dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃ = P · keep / (1 - p)
         for task in range(B * h):
-            b, head = task // h, task % h
-            queries, keys = q_start[b + 1] - q_start[b], k_start[b + 1] - k_start[b]
-            q0, k0, v0 = (q_start[b] * h + head) * d, (k_start[b] * h + head) * d, (k_start[b] * h + head) * d_v
-            o0, w0 = (q_start[b] * h + head) * d_v, task * T_q * n_pad
+            b, head, queries, keys, q0, k0, v0, o0, w0 = _task(task, h, d, d_v, T_q, n_pad, q_start, k_start)
             _tokens_last_into(kt, kf, k0, h * d, keys, d, n_pad)
             rows_product(wf, w0, n_pad, qf, q0, h * d, 1, d, kt, 0, n_pad, queries, n_pad)      # Q·Kᵀ
             for i in range(queries):                                # ·scale + mask, − the row's max
@@ -394,10 +392,7 @@ def _numba_kernels(numba):
         g = np.empty(T_q * n_pad, q.dtype)                          # dP = dO·Vᵀ, then dS
         dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃
         for task in range(B * h):
-            b, head = task // h, task % h
-            queries, keys = q_start[b + 1] - q_start[b], k_start[b + 1] - k_start[b]
-            q0, k0, v0 = (q_start[b] * h + head) * d, (k_start[b] * h + head) * d, (k_start[b] * h + head) * d_v
-            o0, w0 = (q_start[b] * h + head) * d_v, task * T_q * n_pad
+            b, head, queries, keys, q0, k0, v0, o0, w0 = _task(task, h, d, d_v, T_q, n_pad, q_start, k_start)
             _tokens_last_into(vt, vf, v0, h * d_v, keys, d_v, n_pad)
             rows_product(g, 0, n_pad, gf, o0, h * d_v, 1, d_v, vt, 0, n_pad, queries, n_pad)    # dO·Vᵀ
             for i in range(queries):
@@ -432,6 +427,15 @@ def _tokens_last_into(out, x, x0, x_step, n, width, n_pad):
             out[e * n_pad + j] = x[x0 + j * x_step + e]
         for j in range(n, n_pad):
             out[e * n_pad + j] = 0
+
+
+def _task(task, h, d, d_v, T_q, n_pad, q_start, k_start):
+    """Task `task` of the tile kernels: its batch row and head, its query and key counts, and where its
+    q, k, v, out rows and its weights tile start in the flat arrays."""
+    b, head = task // h, task % h
+    queries, keys = q_start[b + 1] - q_start[b], k_start[b + 1] - k_start[b]
+    q0, k0, v0 = (q_start[b] * h + head) * d, (k_start[b] * h + head) * d, (k_start[b] * h + head) * d_v
+    return b, head, queries, keys, q0, k0, v0, (q_start[b] * h + head) * d_v, task * T_q * n_pad
 
 
 def _leading_keys(x):
