@@ -512,25 +512,20 @@ def _backward_kernel(q, k, v, weights, dout, scale, keep, keep_scale):
 def tiles_fit(q, k, v):
     """Whether the tile kernels take q, k, v: float32, keys per row (not shared), d_k and d_v multiples of
     LANES, more than one query per head."""
-    return (q.dtype == np.float32 and k.shape[0] == q.shape[0] and q.shape[1] > NUMBA_MAX_QUERIES
-            and q.shape[3] % LANES == 0 and v.shape[3] % LANES == 0)
+    return k.shape[0] == q.shape[0] and _tiles_take(q.dtype, q.shape[1], q.shape[3], v.shape[3])
+
+
+def _tiles_take(dtype, queries, d_k, d_v):
+    return dtype == np.float32 and queries > NUMBA_MAX_QUERIES and d_k % LANES == 0 and d_v % LANES == 0
 
 
 def _padded_additive(mask, weights_shape, n_pad):
     """The mask as float32 additive logits (0 keeps, -inf removes) in its own broadcast shape, 4-D, its
     last dim padded with -inf to n_pad."""
-    n_keys = weights_shape[3]
     if mask is None:
-        mask = np.zeros((1, 1, 1, n_keys), np.float32)
-    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
-    if mask.shape[3] != n_keys:
-        mask = np.broadcast_to(mask, mask.shape[:3] + (n_keys,))
-    additive = np.where(mask, np.float32(0), np.float32(-np.inf)) if mask.dtype == np.bool_ else mask
-    if n_pad == n_keys:
-        return np.ascontiguousarray(additive, np.float32)
-    out = np.full(mask.shape[:3] + (n_pad,), -np.inf, np.float32)
-    out[..., :n_keys] = additive
-    return out
+        mask = np.zeros((1, 1, 1, weights_shape[3]), np.float32)
+    additive = _mask_4d(_additive(mask, np.dtype(np.float32)), weights_shape)
+    return _padded(additive.astype(np.float32, copy=False), n_pad, -np.inf)
 
 
 def _padded(x, n_pad, fill=0):
@@ -631,6 +626,15 @@ def _row_starts(real):
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
+def _tiles_starts(q, v, q_real, k_real):
+    """(q_start, k_start) when the tile kernels take these rows (numba backend, tiles' dtype and widths,
+    each row's real tokens first), else None."""
+    if not (use_numba() and _tiles_take(q.dtype, q_real.shape[1], q.shape[2], v.shape[2])):
+        return None
+    q_start, k_start = _row_starts(q_real), _row_starts(k_real)
+    return None if q_start is None or k_start is None else (q_start, k_start)
+
+
 def _keys_of(mask, k_real):
     """The mask with the padding keys removed as well: attention among the real tokens."""
     keys = k_real[:, None, None, :]
@@ -649,14 +653,12 @@ def attention_forward_rows(q, k, v, q_real, k_real, scale=None, mask=None, keep=
     runs attention_forward, and takes the real rows of its output; the tile kernels read the rows in place when
     each batch row's real tokens come first (right padding)."""
     B, T_q, T_k = q_real.shape[0], q_real.shape[1], k_real.shape[1]
-    if use_numba() and q.dtype == np.float32 and T_q > NUMBA_MAX_QUERIES and q.shape[2] % LANES == 0 \
-            and v.shape[2] % LANES == 0:
-        q_start, k_start = _row_starts(q_real), _row_starts(k_real)
-        if q_start is not None and k_start is not None:
-            weights_shape = (B, q.shape[1], T_q, T_k)
-            _assert_keep(keep, weights_shape)
-            return _tiles_forward_rows(q, k, v, q_start, k_start, T_q, T_k, _scale(scale, q.shape[2], q.dtype),
-                                       _mask_in(mask, weights_shape, q.dtype), keep, keep_scale)
+    starts = _tiles_starts(q, v, q_real, k_real)
+    if starts is not None:
+        weights_shape = (B, q.shape[1], T_q, T_k)
+        _assert_keep(keep, weights_shape)
+        return _tiles_forward_rows(q, k, v, *starts, T_q, T_k, _scale(scale, q.shape[2], q.dtype),
+                                   _mask_in(mask, weights_shape, q.dtype), keep, keep_scale)
     out, weights = attention_forward(_to_padded(q, q_real), _to_padded(k, k_real), _to_padded(v, k_real), scale,
                                      _keys_of(mask, k_real), keep, keep_scale)
     return out[q_real], weights
@@ -664,14 +666,11 @@ def attention_forward_rows(q, k, v, q_real, k_real, scale=None, mask=None, keep=
 
 def attention_backward_rows(q, k, v, q_real, k_real, weights, dout, scale=None, keep=None, keep_scale=1.0):
     """(dq, dk, dv) on the rows, for attention_forward_rows, from its weights and dL/dout (n_q, h, d_v)."""
-    B, T_q = q_real.shape
-    if use_numba() and q.dtype == np.float32 and T_q > NUMBA_MAX_QUERIES and q.shape[2] % LANES == 0 \
-            and v.shape[2] % LANES == 0:
-        q_start, k_start = _row_starts(q_real), _row_starts(k_real)
-        if q_start is not None and k_start is not None:
-            _assert_keep(keep, weights.shape)
-            return _tiles_backward_rows(q, k, v, q_start, k_start, weights, dout, _scale(scale, q.shape[2], q.dtype),
-                                        keep, keep_scale)
+    starts = _tiles_starts(q, v, q_real, k_real)
+    if starts is not None:
+        _assert_keep(keep, weights.shape)
+        return _tiles_backward_rows(q, k, v, *starts, weights, dout, _scale(scale, q.shape[2], q.dtype), keep,
+                                    keep_scale)
     grads = attention_backward(_to_padded(q, q_real), _to_padded(k, k_real), _to_padded(v, k_real), weights,
                                _to_padded(dout, q_real), scale, keep, keep_scale)
     return grads[0][q_real], grads[1][k_real], grads[2][k_real]

@@ -235,11 +235,11 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
     hides every padding key, without the padded copies.
     """
     op = "fused_attention"
-    if real is not None:
-        return _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights, heads, real)
     if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
         raise TypeError(f"{op}: q, k, v must be Tensors, got {type(q).__name__}, {type(k).__name__}, "
                         f"{type(v).__name__}")
+    if real is not None:
+        return _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights, heads, real)
     dropout_p = probability(op, "dropout_p", dropout_p)
     scale = None if scale is None else number(op, "scale", scale)
     qd, kd, vd = q.data, k.data, v.data
@@ -249,10 +249,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
         kd = _split_heads(op, "k", kd, heads)
         vd = _split_heads(op, "v", vd, heads)
     mask = _check_attention(op, qd, kd, vd, mask)
-    keep, keep_scale = None, 1.0
-    if training and dropout_p > 0:
-        keep = dropout_keep_mask((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p)
-        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
+    keep, keep_scale = _attention_dropout((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p, training)
     out, weights = K.attention_forward(qd, kd, vd, scale, mask, keep, keep_scale)
     if heads is not None:
         out = out.reshape(out.shape[:2] + (-1,))
@@ -267,12 +264,16 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
     return (result, weights) if need_weights else result
 
 
+def _attention_dropout(weights_shape: tuple, dropout_p: float, training: bool):
+    """(keep mask of the weights' shape, its scale 1/(1-p)), or (None, 1.0) when no dropout applies."""
+    if not (training and dropout_p > 0):
+        return None, 1.0
+    return dropout_keep_mask(weights_shape, dropout_p), 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
+
+
 def _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights, heads, real):
     """fused_attention with real=(q_real, k_real): q, k, v hold the real tokens' rows (kernels.attention's
     attention_forward_rows)."""
-    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
-        raise TypeError(f"{op}: q, k, v must be Tensors, got {type(q).__name__}, {type(k).__name__}, "
-                        f"{type(v).__name__}")
     if heads is None or not isinstance(real, tuple) or len(real) != 2:
         raise ValueError(f"{op}: real needs heads=h and a pair (q_real, k_real) of bool masks (B, T)")
     heads = positive_int(op, "heads", heads)
@@ -291,10 +292,7 @@ def _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights,
     shaped = [np.broadcast_to(np.zeros((), x.dtype), (B, T, heads, x.shape[2]))  # shapes only, for the checks
               for x, T in ((qd, T_q), (kd, T_k), (vd, T_k))]
     mask = _check_attention(op, *shaped, mask)
-    keep, keep_scale = None, 1.0
-    if training and dropout_p > 0:
-        keep = dropout_keep_mask((B, heads, T_q, T_k), dropout_p)
-        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
+    keep, keep_scale = _attention_dropout((B, heads, T_q, T_k), dropout_p, training)
     out, weights = K.attention_forward_rows(qd, kd, vd, q_real, k_real, scale, mask, keep, keep_scale)
 
     def backward(g):
