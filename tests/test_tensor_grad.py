@@ -211,6 +211,28 @@ def test_gradients_accumulate_across_reuse_and_backward_calls():
     assert np.allclose(x.grad, [8.0, 2.0])
 
 
+def test_summed_gradients_are_fresh_arrays_and_exact():
+    """A node reached along several paths gets the sum of their gradients, added in place into an
+    array the engine made itself: no leaf's gradient shares memory with another's, with a retained
+    gradient or with an op's output, and each equals the sum of its paths."""
+    a = Tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    b = Tensor(np.array([-1.0, 0.5, 2.0]), requires_grad=True)
+    c = a + b                       # add passes the same gradient array on to a and b
+    c.retain_grad()
+    d = c * 2.0 + c + c * c + a     # c along three paths, a along two
+    d.sum().backward()
+    dc = 2.0 + 1.0 + 2 * c.data
+    assert np.allclose(c.grad, dc)
+    assert np.allclose(a.grad, dc + 1.0) and np.allclose(b.grad, dc)
+    arrays = [a.grad, b.grad, c.grad]
+    assert not any(np.shares_memory(x, y) for i, x in enumerate(arrays) for y in arrays[i + 1:])
+    a.grad += 100.0                 # an optimizer's in-place update touches nothing else
+    assert np.allclose(b.grad, dc) and np.allclose(c.grad, dc)
+    x = Tensor(np.arange(4.0), requires_grad=True)
+    (x + x + x + x * 2.0).sum().backward()  # four paths: one sum made, then added to in place
+    assert np.array_equal(x.grad, np.full(4, 5.0)) and x.grad.flags.writeable
+
+
 def test_graph_is_freed_unless_retained():
     x = Tensor(np.ones(3), requires_grad=True)
     y = (x.exp() * 2).sum()

@@ -221,10 +221,13 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
     keep_all = _get("retain_all_grads", False)
     anomaly = is_anomaly_enabled()
     grads = {id(root): grad}
+    summed = set()  # nodes whose gradient is a sum made here: an array no one else holds, so added to in place
     for node in reversed(order):
         g = grads.pop(id(node), None)
         if g is None:
             continue
+        own = id(node) in summed
+        summed.discard(id(node))
         if node._prev:
             if node._backward is None:
                 raise RuntimeError(
@@ -239,12 +242,21 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                 if anomaly:
                     check_finite(node, f"gradient for input {i}", pg)
                 key = id(parent)
-                grads[key] = pg if key not in grads else grads[key] + pg
+                if key not in grads:
+                    grads[key] = pg
+                elif key in summed and pg.shape == grads[key].shape and pg.dtype == grads[key].dtype:
+                    np.add(grads[key], pg, out=grads[key])
+                else:
+                    grads[key] = grads[key] + pg
+                    if isinstance(grads[key], np.ndarray):  # 0-d sums come back as NumPy scalars
+                        summed.add(key)
             if not retain_graph:
                 node._backward = None
         elif node.grad is None:
-            # a copy: the leaf's gradient is its own array, which an optimizer may change in place
-            node.grad = g.astype(node.data.dtype, order="C")
+            # the leaf's gradient is its own array, which an optimizer may change in place: a sum made
+            # here already is, anything else is copied
+            fits = own and g.dtype == node.data.dtype and g.flags.c_contiguous
+            node.grad = g if fits else g.astype(node.data.dtype, order="C")
         else:
             node.grad = node.grad + g.astype(node.data.dtype, copy=False)
 
