@@ -2,6 +2,7 @@
 decoder with its key/value cache: the same tokens and the same log-probs within float rounding,
 greedy and beam search, on post-/pre-LN, final norm, tied embeddings, float32/float64, batch 1 and
 ragged padded batches whose rows finish at different steps; and the plain path where it must run."""
+import numba
 import numpy as np
 import pytest
 import trick_switches
@@ -81,6 +82,38 @@ def test_greedy_gives_the_plain_tokens_and_scores(variant, dtype, batch):
     assert tokens.shape == plain_tokens.shape == (batch, 12)
     np.testing.assert_array_equal(tokens, plain_tokens)
     assert_close(scores, plain_scores, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_greedy_takes_the_first_of_tied_logits_and_a_nan_as_np_argmax_does(dtype):
+    """The kernel's argmax (a SIMD max, then a scan) keeps np.argmax's answers: the first of equal
+    maxima, as the plain path; and with a NaN logit, the NaN's index (and a NaN score)."""
+    model = model_of("post-LN", dtype)
+    generator = model.generator
+    generator.weight.data[[5, 9]] = 0
+    generator.bias.data[[5, 9]] = 100  # classes 5 and 9 tie, far above the rest, in every row
+    src = ragged_sources(6)
+    (tokens, scores), (plain_tokens, plain_scores) = both(lambda: greedy_decode(model, src, BOS, NEVER, 4))
+    assert (tokens == 5).all() and (plain_tokens == 5).all()
+    assert_close(scores, plain_scores, dtype)
+    generator.bias.data[7] = np.nan   # after the first maximum's index and before the second
+    tokens, scores = greedy_decode(model, src, BOS, NEVER, 4)
+    assert (tokens == 7).all() and np.isnan(scores).all()
+
+
+def test_first_max_is_np_argmax_on_rows_without_nan():
+    decoder_kernel._kernels()
+    first_max = numba.njit(lambda a, r: decoder_kernel._first_max(a, r))
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        for n in (1, 7, 64, 1000):
+            rows = rng.standard_normal((6, n)).astype(dtype)
+            rows[1] = np.round(rows[1])                 # many ties
+            rows[2] = -np.inf
+            rows[3, n // 2:] = np.inf
+            rows[4, n // 3] = rows[4].max()             # the maximum twice
+            for r in range(rows.shape[0]):
+                assert first_max(rows, r) == np.argmax(rows[r]), (dtype, n, r)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
