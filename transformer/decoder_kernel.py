@@ -427,9 +427,9 @@ def _kernels(numba):
     _NUMPY_SGEMM = types.ExternalFunction(SGEMM_SYMBOL, types.void(
         int32, int32, int32, int64, int64, int64, types.float32, types.intp, int64, types.intp, int64,
         types.float32, types.intp, int64))
-    _softmax._numba_kernels()  # registers _simd_exp
-    for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _first_max, _log_sum_exp, _log_softmax,
-                 _embed, _final_norm, decoder_step):
+    _softmax._numba_kernels()  # registers _simd_exp and _row_max
+    for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _first_max, _log_sum_exp,
+                 _log_softmax, _embed, _final_norm, decoder_step):
         register_jitable(fastmath=FASTMATH)(part)
     njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
     return SimpleNamespace(encode=njit(encode), step=njit(log_probs_step), greedy=njit(greedy_loop),
