@@ -204,6 +204,20 @@ def test_tile_kernels_match_the_numpy_twin(mask_name, dropout, shape):
                 np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_row_starts_follow_the_masks_content():
+    """Each batch row's first row among the real tokens; None if a row's real tokens are not its prefix.
+    Looked up by the mask's bytes, so a mask changed in place gets its own answer."""
+    real = np.array([[True, True, False], [True, False, False], [True, True, True]])
+    np.testing.assert_array_equal(att._row_starts(real), [0, 2, 3, 6])
+    real[1, 1] = True
+    np.testing.assert_array_equal(att._row_starts(real), [0, 2, 4, 7])
+    real[0, 0] = False                     # row 0's real token is not first
+    assert att._row_starts(real) is None
+    starts = att._row_starts(np.ones((2, 4), bool))
+    starts[:] = -1                         # the caller's copy: the next answer is unchanged
+    np.testing.assert_array_equal(att._row_starts(np.ones((2, 4), bool)), [0, 4, 8])
+
+
 def test_tiles_give_a_fully_masked_query_zeros_and_keep_nan_in_its_row():
     rng = np.random.default_rng(8)
     q, k, v = qkv(rng, B=2, T_q=4, T_k=11, h=2, d_k=8, d_v=8, dtype=np.float32)

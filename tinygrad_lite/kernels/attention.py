@@ -619,7 +619,16 @@ def _to_padded(rows, real):
 
 
 def _row_starts(real):
-    """(starts (B+1,) of each batch row's first row, or None when some row's real tokens are not a prefix)."""
+    """(starts (B+1,) of each batch row's first row, or None when some row's real tokens are not a prefix).
+    A step asks this of the same two masks in every attention, forward and backward: they are looked up
+    by content (their bytes) before they are computed again."""
+    starts = _row_starts_of(real.shape, real.tobytes())
+    return None if starts is None else starts.copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _row_starts_of(shape, mask_bytes):
+    real = np.frombuffer(mask_bytes, np.bool_).reshape(shape)
     lengths = real.sum(axis=1)
     if not np.array_equal(real, np.arange(real.shape[1])[None, :] < lengths[:, None]):
         return None
