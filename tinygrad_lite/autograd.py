@@ -242,13 +242,14 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                 if anomaly:
                     check_finite(node, f"gradient for input {i}", pg)
                 key = id(parent)
-                if key not in grads:
+                acc = grads.get(key)
+                if acc is None:
                     grads[key] = pg
-                elif key in summed and pg.shape == grads[key].shape and pg.dtype == grads[key].dtype:
-                    np.add(grads[key], pg, out=grads[key])
+                elif key in summed and pg.shape == acc.shape and pg.dtype == acc.dtype:
+                    np.add(acc, pg, out=acc)
                 else:
-                    grads[key] = grads[key] + pg
-                    if isinstance(grads[key], np.ndarray):  # 0-d sums come back as NumPy scalars
+                    grads[key] = acc = acc + pg
+                    if isinstance(acc, np.ndarray):  # 0-d sums come back as NumPy scalars
                         summed.add(key)
             if not retain_graph:
                 node._backward = None
