@@ -9,6 +9,7 @@ import trick_switches
 
 import tinygrad_lite as tl
 from tinygrad_lite import fast, kernels
+from tinygrad_lite.kernels import panels
 from transformer import Transformer, decoder_kernel, decoding
 from transformer.decoding import beam_search_batch, greedy_decode
 
@@ -382,22 +383,75 @@ def fast_off_greedy(model, src, max_len):
         return greedy_decode(model, src, BOS, NEVER, max_len)
 
 
+LAYOUTS = {  # (TRANSPOSED_FROM_ROWS, PANELS_FROM_ROWS): the decoder's weights (out, in), (in, out), panels
+    "rows": (10 ** 9, 10 ** 9), "transposed": (1, 10 ** 9), "panels": (10 ** 9, 1)}
+
+
+def use_layout(monkeypatch, layout):
+    transposed_from, panels_from = LAYOUTS[layout]
+    monkeypatch.setattr(decoder_kernel, "TRANSPOSED_FROM_ROWS", transposed_from)
+    monkeypatch.setattr(decoder_kernel, "PANELS_FROM_ROWS", panels_from)
+    monkeypatch.setattr(panels, "wide_vectors", lambda: True)  # correct on any CPU, used on AVX-512 ones
+
+
+def layout_of(kernel) -> str:
+    if kernel.stack[0].ndim == 4:
+        assert kernel.stack[2].ndim == 5 and kernel.stack[4].ndim == kernel.stack[6].ndim == 4
+        assert kernel.generator[0].ndim == 3
+        return "panels"
+    return "transposed" if kernel.stack[15] else "rows"
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_both_weight_layouts_give_the_plain_tokens_and_scores(variant, dtype, monkeypatch):
-    """Decodes of TRANSPOSED_FROM_ROWS rows or more store the decoder's weights as (in, out)."""
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_weight_layout_gives_the_plain_tokens_and_scores(layout, variant, dtype, monkeypatch):
+    """Decodes of TRANSPOSED_FROM_ROWS rows or more store the decoder's weights as (in, out); in
+    float32, from PANELS_FROM_ROWS rows on a CPU with AVX-512, packed into panels instead."""
     model = model_of(variant, dtype)
     src = ragged_sources(6)
     plain_tokens, plain_scores = fast_off_greedy(model, src, 12)
+    use_layout(monkeypatch, layout)
     with tl.no_grad():
-        for rows_from in (1, 7):
-            monkeypatch.setattr(decoder_kernel, "TRANSPOSED_FROM_ROWS", rows_from)
-            kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 6, 12)
-            assert kernel.stack[15] == (rows_from == 1)
-            tokens, scores = kernel.greedy(BOS, NEVER, PAD, 12)
+        kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 6, 12)
+        assert layout_of(kernel) == ("rows" if layout == "panels" and dtype == np.float64 else layout)
+        tokens, scores = kernel.greedy(BOS, NEVER, PAD, 12)
+        del kernel
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    assert_close(scores, plain_scores, dtype)
+
+
+@pytest.mark.parametrize("rows", [2, 9, 20])
+def test_panels_give_each_steps_plain_log_probs_and_beams(rows, monkeypatch):
+    use_layout(monkeypatch, "panels")
+    model = model_of("post-LN, final norm, tied", np.float32)
+    src = ragged_sources(rows)
+    prefix = np.random.default_rng(5).integers(4, 29, size=(rows, 7))
+    prefix[:, 0] = BOS
+    with tl.no_grad():
+        fused = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 7)
+        assert layout_of(fused) == "panels"
+        plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
+        for t in range(1, 8):
+            assert_close(fused.step(prefix[:, :t], np.arange(rows)), plain.step(prefix[:, :t], np.arange(rows)),
+                         np.float32)
+        del fused
+    fused, plain = both(lambda: beam_search_batch(model, src[:3], BOS, 5, beam_size=3, max_len=6))
+    for (tokens, logp, norm), (plain_tokens, plain_logp, plain_norm) in zip(fused, plain):
+        np.testing.assert_array_equal(tokens, plain_tokens)
+        assert_close([logp, norm], [plain_logp, plain_norm], np.float32)
+
+
+def test_by_default_one_row_keeps_the_weights_as_they_are_and_more_rows_take_panels_on_avx512():
+    model = model_of("post-LN", np.float32)
+    with tl.no_grad():
+        for rows in (1, 2, 40):
+            src = ragged_sources(rows)
+            kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 4)
+            expected = ("panels" if panels.wide_vectors() else "transposed" if rows >= 32 else "rows") if rows >= 2 \
+                else "rows"
+            assert layout_of(kernel) == expected
             del kernel
-            np.testing.assert_array_equal(tokens, plain_tokens)
-            assert_close(scores, plain_scores, dtype)
 
 
 @pytest.mark.parametrize("rows", [1, 5])  # one row: np.dot; more: NumPy's sgemm (float32)

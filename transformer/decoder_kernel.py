@@ -46,8 +46,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from tinygrad_lite.kernels import panels as _panels
 from tinygrad_lite.kernels import softmax as _softmax
 from tinygrad_lite.kernels.backend import FASTMATH, lazy_kernels
+from tinygrad_lite.kernels.panels import PANEL, pack_panels, panel_count, panel_product
 from tinygrad_lite.kernels.softmax import _row_max, _simd_exp
 
 _NUMPY_SGEMM = None  # numba.types.ExternalFunction of SGEMM_SYMBOL, set by _kernels
@@ -90,14 +92,15 @@ def supports(model) -> bool:
 
 
 def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_sgemm=False, empty=np.empty,
-             transposed=False) -> tuple:
+             transposed=False, panels=False) -> tuple:
     """An encoder's or decoder's parameters as one tuple of arrays stacked over its N layers:
     (qkv_w (N, 3d, d), qkv_b (N, 3d): self-attention's q, k, v as one product; attn_w (N, A, d, d),
     attn_b (N, A, d): the `out_names` Linears; w_1 (N, d_ff, d), b_1, w_2 (N, d, d_ff), b_2 (with
     `transposed`, each weight as (in, out): qkv_w (N, d, 3d), w_1 (N, d, d_ff), ...; see `stacked`);
     norms (K·N + 1, 2, d): weight and bias of each layer's K Add & Norms, then of the final norm
     (a placeholder without one), eps (K·N + 1,); final_norm; the embedding, √d_model, the PE table;
-    whether `_linear` may call NumPy's sgemm; whether the weights are transposed).
+    whether `_linear` may call NumPy's sgemm; whether the weights are transposed). With `panels`,
+    each weight is packed into panels instead (kernels.panels: qkv_w (N, P, d, 32), ...).
     One copy a decode: Numba compiles a tuple of arrays indexed at run time slowly, these quickly.
     `empty(shape, dtype)` makes the copies' arrays."""
     layers = [_linears(layer) for layer in stack.layers]
@@ -108,6 +111,12 @@ def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_s
         norm_params[i] = n.weight.data, n.bias.data
 
     def merged(names, part):  # the names' outputs one after another: (N, A·out, in) or (N, in, A·out)
+        if panels and part == "weight":
+            joined = [np.concatenate([linears[name].weight.data for name in names]) for linears in layers]
+            out = empty((len(layers), panel_count(joined[0].shape[0])) + joined[0].shape[1:] + (PANEL,), dtype)
+            for i, weight in enumerate(joined):
+                pack_panels(weight, out[i])
+            return out
         if part == "bias" or not transposed:
             out = stacked(layers, names, part, dtype, empty)
             return out.reshape((out.shape[0], -1) + out.shape[3:])
@@ -118,7 +127,7 @@ def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_s
                 joined[i, :, j * size:(j + 1) * size] = getattr(linears[name], part).data.T
         return joined
     return (merged(("q", "k", "v"), "weight"), merged(("q", "k", "v"), "bias"),
-            stacked(layers, out_names, "weight", dtype, empty, transposed),
+            stacked(layers, out_names, "weight", dtype, empty, transposed, panels),
             stacked(layers, out_names, "bias", dtype, empty),
             merged(["w_1"], "weight"), merged(["w_1"], "bias"), merged(["w_2"], "weight"), merged(["w_2"], "bias"),
             norm_params, np.array([n.eps for n in norms], dtype=np.float64), stack.norm is not None,
@@ -126,13 +135,20 @@ def stack_of(stack, embeddings, pe: np.ndarray, dtype, out_names=("o",), numpy_s
             np.ascontiguousarray(pe, dtype=dtype), numpy_sgemm, transposed)
 
 
-def stacked(layers: list, names, part: str, dtype, empty=np.empty, transposed=False) -> np.ndarray:
+def stacked(layers: list, names, part: str, dtype, empty=np.empty, transposed=False, panels=False) -> np.ndarray:
     """(N, len(names), *shape): the `part` ("weight" or "bias") of the named Linears of each layer
     (as `_linears` names them), one copy of each. With `transposed`, a weight (out, in) is stored
     as (in, out), which `_linear` multiplies as it is: at 64 rows, with the weights out of the
     CPU's caches, OpenBLAS runs a decoder step's products ~10% faster so; but the transposing
-    copies cost ~3 ms a decode, more than one row gains (bench/README.md, "Ninth pass")."""
+    copies cost ~3 ms a decode, more than one row gains (bench/README.md, "Ninth pass"). With
+    `panels`, a weight is packed into panels (kernels.panels): (N, len(names), P, in, 32)."""
     first = getattr(layers[0][names[0]], part).data
+    if panels and part == "weight":
+        out = empty((len(layers), len(names), panel_count(first.shape[0]), first.shape[1], PANEL), dtype)
+        for i, linears in enumerate(layers):
+            for j, name in enumerate(names):
+                pack_panels(linears[name].weight.data, out[i, j])
+        return out
     flip = transposed and part == "weight"
     out = empty((len(layers), len(names)) + (first.shape[::-1] if flip else first.shape), dtype)
     for i, linears in enumerate(layers):
@@ -163,7 +179,11 @@ def numpy_sgemm_address() -> int:
 def _linear(x, weight, bias, stack):
     """x (R, in) @ weightᵀ + bias: one BLAS product (x and weight C-contiguous). The weight is
     (out, in) as the Linear holds it, or (in, out) when stack[15] says the stacks are transposed
-    (see `stacked`)."""
+    (see `stacked`), or packed into panels (P, in, 32): then kernels.panels' product, bias included."""
+    if weight.ndim == 3:
+        y = np.empty((x.shape[0], bias.shape[0]), x.dtype)
+        panel_product(x, weight, bias, y)
+        return y
     R, K = x.shape
     transposed = stack[15]
     N = weight.shape[1] if transposed else weight.shape[0]
@@ -428,6 +448,7 @@ def _kernels(numba):
         int32, int32, int32, int64, int64, int64, types.float32, types.intp, int64, types.intp, int64,
         types.float32, types.intp, int64))
     _softmax._numba_kernels()  # registers _simd_exp and _row_max
+    _panels._numba_kernels()   # registers panel_product
     for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _first_max, _log_sum_exp,
                  _log_softmax, _embed, _final_norm, decoder_step):
         register_jitable(fastmath=FASTMATH)(part)
@@ -494,6 +515,7 @@ def release_decode_memory():
 
 
 TRANSPOSED_FROM_ROWS = 32  # decodes of this many rows or more store the decoder's weights as (in, out)
+PANELS_FROM_ROWS = 2       # ... or, in float32 on a CPU with AVX-512, packed into panels (kernels.panels)
 
 
 class DecoderKernel:
@@ -508,12 +530,16 @@ class DecoderKernel:
         sgemm = _kernels().numpy_sgemm
         self._memory = memory = _DecodeMemory.take()
         transposed = rows >= TRANSPOSED_FROM_ROWS  # the decoder's weights as (in, out): see `stacked`
+        panels = rows >= PANELS_FROM_ROWS and dtype == np.float32 and _panels.wide_vectors()
         self.stack = stack_of(model.decoder, model.tgt_embed, pe, dtype, ("o", "cross_q", "cross_o"), sgemm,
-                              memory.empty, transposed)
+                              memory.empty, transposed, panels)
         layers = [_linears(layer) for layer in model.decoder.layers]
         cross_kv = [stacked(layers, ("cross_k", "cross_v"), part, dtype, memory.empty) for part in ("weight", "bias")]
         generator_w = np.ascontiguousarray(model.generator.weight.data)
-        if transposed:
+        if panels:
+            generator_w = pack_panels(generator_w, memory.empty(
+                (panel_count(generator_w.shape[0]), generator_w.shape[1], PANEL), dtype))
+        elif transposed:
             generator_w = memory.empty(generator_w.shape[::-1], dtype)
             generator_w[:] = model.generator.weight.data.T
         self.generator = generator_w, model.generator.bias.data

@@ -19,6 +19,10 @@ attention's Q·Kᵀ, P·V and their gradients for one (batch row, head), where B
 entering and leaving than multiplying (bench/README.md, "Tenth pass"). Its plain version is
 np.matmul, which `tinygrad_lite.kernels.attention`'s NumPy twin runs.
 
+Wide vectors: `wide_lanes()`, `w_zero`, `w_fma2` and `w_add` work on 16 floats at a time (LLVM's
+<16 x float>, one AVX-512 register; two AVX2 registers elsewhere), for kernels.panels' products,
+which run them only on CPUs with AVX-512.
+
 The arguments are trusted (offsets are not checked): the callers size their arrays.
 Importing this module compiles nothing; `register()` defines the intrinsics on first use.
 """
@@ -26,6 +30,8 @@ import numpy as np
 
 LANES = 8          # floats in one vector (AVX2; LLVM splits it on narrower CPUs)
 SCRATCH = 64       # floats in `lanes()`: 8 vector accumulators
+WIDE = 16          # floats in one wide vector (AVX-512)
+WIDE_SCRATCH = 256  # floats in `wide_lanes()`: 16 wide accumulators
 
 
 # Stubs: kernels call these module-level names; register() gives them their compiled bodies
@@ -94,6 +100,26 @@ def v_max(a, i):
 
 def v_sum(a, i):
     """sum(a[i:i+8])."""
+    raise NotImplementedError
+
+
+def wide_lanes():
+    """A float32 array of WIDE_SCRATCH elements on the stack (Numba only)."""
+    raise NotImplementedError
+
+
+def w_zero(a, i):
+    """a[i:i+16] = 0."""
+    raise NotImplementedError
+
+
+def w_fma2(acc, i, coef, k, x, j):
+    """acc[i:i+16] += coef[k] · x[j:j+16] and acc[i+16:i+32] += coef[k] · x[j+16:j+32]."""
+    raise NotImplementedError
+
+
+def w_add(dst, i, a, j, b, k):
+    """dst[i:i+16] = a[j:j+16] + b[k:k+16]."""
     raise NotImplementedError
 
 
@@ -190,20 +216,20 @@ def register(numba):
     i32 = ir.IntType(32)
     f32 = types.float32
 
-    def pointer(context, builder, array_type, array, offset):
+    def pointer(context, builder, array_type, array, offset, vec=vec):
         data = context.make_array(array_type)(context, builder, array).data
         return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
 
-    def load(context, builder, sig, args, k):
-        return builder.load(pointer(context, builder, sig.args[k], args[k], args[k + 1]), align=4)
+    def load(context, builder, sig, args, k, vec=vec):
+        return builder.load(pointer(context, builder, sig.args[k], args[k], args[k + 1], vec), align=4)
 
     def store(context, builder, sig, args, k, value):
-        builder.store(value, pointer(context, builder, sig.args[k], args[k], args[k + 1]), align=4)
+        builder.store(value, pointer(context, builder, sig.args[k], args[k], args[k + 1], value.type), align=4)
 
-    def splat(builder, scalar):
+    def splat(builder, scalar, vec=vec):
         one = builder.insert_element(ir.Constant(vec, ir.Undefined), scalar, ir.Constant(i32, 0))
-        return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(i32, LANES),
-                                                                                      [0] * LANES))
+        return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
+                                      ir.Constant(ir.VectorType(i32, vec.count), [0] * vec.count))
 
     def call(builder, name, *values):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(values[0].type, [v.type for v in values]),
@@ -218,16 +244,18 @@ def register(numba):
 
     array = types.Array(f32, 1, "C")
 
-    def _lanes(typingctx):
-        def codegen(context, builder, sig, args):
-            data = cgutils.alloca_once(builder, ir.FloatType(), size=SCRATCH)
-            out = context.make_array(array)(context, builder)
-            n = context.get_constant(types.intp, SCRATCH)
-            size = context.get_constant(types.intp, 4)
-            context.populate_array(out, data=data, shape=cgutils.pack_array(builder, [n]),
-                                   strides=cgutils.pack_array(builder, [size]), itemsize=size, meminfo=None)
-            return out._getvalue()
-        return array(), codegen
+    def scratch(floats):
+        def typer(typingctx):
+            def codegen(context, builder, sig, args):
+                data = cgutils.alloca_once(builder, ir.FloatType(), size=floats)
+                out = context.make_array(array)(context, builder)
+                n = context.get_constant(types.intp, floats)
+                size = context.get_constant(types.intp, 4)
+                context.populate_array(out, data=data, shape=cgutils.pack_array(builder, [n]),
+                                       strides=cgutils.pack_array(builder, [size]), itemsize=size, meminfo=None)
+                return out._getvalue()
+            return array(), codegen
+        return typer
 
     def _v_zero(typingctx, a, i):
         def codegen(context, builder, sig, args):
@@ -320,7 +348,43 @@ def register(numba):
             return reduce(builder, load(context, builder, sig, args, 0), builder.fadd)
         return f32(a, i), codegen
 
-    i_lanes, i_zero, i_fma, i_copy = intrinsic(_lanes), intrinsic(_v_zero), intrinsic(_v_fma), intrinsic(_v_copy)
+    wide = ir.VectorType(ir.FloatType(), WIDE)
+
+    def _w_zero(typingctx, a, i):
+        def codegen(context, builder, sig, args):
+            store(context, builder, sig, args, 0, ir.Constant(wide, [0.0] * WIDE))
+        return types.void(a, i), codegen
+
+    def _w_fma2(typingctx, acc, i, coef, k, x, j):
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[2])(context, builder, args[2]).data
+            s = splat(builder, builder.load(builder.gep(data, [args[3]]), align=4), wide)
+            for half in (0, WIDE):
+                at_x = builder.add(args[5], ir.Constant(args[5].type, half))
+                at_acc = pointer(context, builder, sig.args[0], args[0],
+                                 builder.add(args[1], ir.Constant(args[1].type, half)), wide)
+                fma = call(builder, "llvm.fma.v16f32", s,
+                           builder.load(pointer(context, builder, sig.args[4], args[4], at_x, wide), align=4),
+                           builder.load(at_acc, align=4))
+                builder.store(fma, at_acc, align=4)
+        return types.void(acc, i, coef, k, x, j), codegen
+
+    def _w_add(typingctx, dst, i, a, j, b, k):
+        def codegen(context, builder, sig, args):
+            total = builder.fadd(load(context, builder, sig, args, 2, wide), load(context, builder, sig, args, 4, wide))
+            store(context, builder, sig, args, 0, total)
+        return types.void(dst, i, a, j, b, k), codegen
+
+    i_wide_lanes, i_w_zero = intrinsic(scratch(WIDE_SCRATCH)), intrinsic(_w_zero)
+    i_w_fma2, i_w_add = intrinsic(_w_fma2), intrinsic(_w_add)
+    overload(wide_lanes, inline="always")(lambda: lambda: i_wide_lanes())
+    overload(w_zero, inline="always")(lambda a, i: lambda a, i: i_w_zero(a, i))
+    overload(w_fma2, inline="always")(
+        lambda acc, i, coef, k, x, j: lambda acc, i, coef, k, x, j: i_w_fma2(acc, i, coef, k, x, j))
+    overload(w_add, inline="always")(lambda dst, i, a, j, b, k: lambda dst, i, a, j, b, k: i_w_add(dst, i, a, j, b, k))
+
+    i_lanes, i_zero = intrinsic(scratch(SCRATCH)), intrinsic(_v_zero)
+    i_fma, i_copy = intrinsic(_v_fma), intrinsic(_v_copy)
     i_add, i_shift_scale, i_max, i_sum = (intrinsic(_v_add), intrinsic(_v_shift_scale), intrinsic(_v_max),
                                           intrinsic(_v_sum))
     overload(lanes, inline="always")(lambda: lambda: i_lanes())

@@ -1,0 +1,137 @@
+"""y = x · Wᵀ + b with W packed once into panels of 32 columns of Wᵀ: a product for weights used many times.
+
+    pack_panels(weight) -> panels                  weight (n, K) as a Linear holds it; panels (P, K, 32)
+    panel_linear(x, panels, bias) -> y              x (R, K), bias (n,), y (R, n) = x · weightᵀ + bias
+
+Panel p holds columns 32p .. 32p + 31 of Wᵀ, row after row (zeros past column n): the 32 weights a
+step of the product needs lie side by side, in the order the product reads them. OpenBLAS packs
+its operands into such panels on every call; when the same weights multiply a few rows at a time,
+as in every step of decoding, that copy costs a quarter of the product (bench/README.md, "Twelfth
+pass"). Packed once, the weights stream straight from memory into the micro-kernel:
+
+    for each panel p, for each block of 8 rows of x:          (16 accumulators of 16 floats)
+        acc (8, 32) = Σ_t x[rows, t] ⊗ panels[p, t, :]         one broadcast, two FMAs a row and t
+        y[rows, 32p : 32p + 32] = acc + bias[32p : 32p + 32]
+
+The Numba kernel uses 16-float vectors (kernels.simd's wide intrinsics): one AVX-512 register
+each, and 16 of them as accumulators; `wide_vectors()` says whether this CPU has them (on AVX2
+the kernel is still correct, but its accumulators spill and BLAS is faster). float32 only. The
+NumPy twin is the definition and the test oracle; kernels take trusted arrays.
+"""
+import functools
+
+import numpy as np
+
+from . import simd
+from .backend import lazy_kernels, use_numba
+
+PANEL = 32   # columns of Wᵀ in a panel: two 16-float vectors
+ROWS = 8     # rows of x in a block: 8 × 2 accumulators
+
+
+def panel_count(n: int) -> int:
+    return -(-n // PANEL)
+
+
+def pack_panels(weight: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """weight (n, K) → panels (P, K, 32): panels[p, t, c] = weight[32p + c, t], 0 past row n."""
+    n, K = weight.shape
+    P = panel_count(n)
+    panels = np.empty((P, K, PANEL), weight.dtype) if out is None else out
+    full = n // PANEL
+    panels[:full] = weight[:full * PANEL].reshape(full, PANEL, K).transpose(0, 2, 1)
+    if full < P:
+        panels[full] = 0
+        panels[full, :, :n - full * PANEL] = weight[full * PANEL:].T
+    return panels
+
+
+def panel_linear_numpy(x, panels, bias):
+    """x · Wᵀ + bias, Wᵀ read back from its panels (NumPy twin)."""
+    P, K, _ = panels.shape
+    w_t = panels.transpose(1, 0, 2).reshape(K, P * PANEL)[:, :bias.shape[0]]
+    return x @ w_t + bias
+
+
+def panel_product(x, panels, bias, out):
+    """out (R, n) = x (R, K) · Wᵀ + bias on the wide micro-kernel (Numba only; register_jitable)."""
+    R, K = x.shape
+    n = out.shape[1]
+    flat_x, flat_w, flat_out = x.reshape(R * K), panels.reshape(panels.size), out.reshape(R * n)
+    for p in range(panels.shape[0]):
+        w0, c0 = p * K * PANEL, p * PANEL
+        for r0 in range(0, R, ROWS):
+            rows = min(ROWS, R - r0)
+            # rows past R repeat the last one and are not stored, so the loop has no branch
+            x0, x1 = r0 * K, (r0 + min(1, rows - 1)) * K
+            x2, x3 = (r0 + min(2, rows - 1)) * K, (r0 + min(3, rows - 1)) * K
+            x4, x5 = (r0 + min(4, rows - 1)) * K, (r0 + min(5, rows - 1)) * K
+            x6, x7 = (r0 + min(6, rows - 1)) * K, (r0 + min(7, rows - 1)) * K
+            acc = simd.wide_lanes()
+            for a in range(0, simd.WIDE_SCRATCH, simd.WIDE):
+                simd.w_zero(acc, a)
+            for t in range(K):
+                w = w0 + t * PANEL
+                simd.w_fma2(acc, 0, flat_x, x0 + t, flat_w, w)
+                simd.w_fma2(acc, 32, flat_x, x1 + t, flat_w, w)
+                simd.w_fma2(acc, 64, flat_x, x2 + t, flat_w, w)
+                simd.w_fma2(acc, 96, flat_x, x3 + t, flat_w, w)
+                simd.w_fma2(acc, 128, flat_x, x4 + t, flat_w, w)
+                simd.w_fma2(acc, 160, flat_x, x5 + t, flat_w, w)
+                simd.w_fma2(acc, 192, flat_x, x6 + t, flat_w, w)
+                simd.w_fma2(acc, 224, flat_x, x7 + t, flat_w, w)
+            if c0 + PANEL <= n:
+                for a in range(rows):
+                    o = (r0 + a) * n + c0
+                    simd.w_add(flat_out, o, acc, a * PANEL, bias, c0)
+                    simd.w_add(flat_out, o + simd.WIDE, acc, a * PANEL + simd.WIDE, bias, c0 + simd.WIDE)
+            else:
+                for a in range(rows):
+                    for c in range(n - c0):
+                        flat_out[(r0 + a) * n + c0 + c] = acc[a * PANEL + c] + bias[c0 + c]
+
+
+@lazy_kernels
+def _numba_kernels(numba):
+    """Compile-on-first-use: panel_product made jitable (for other kernels, e.g. the decoder's)
+    and a kernel that calls it."""
+    from numba.extending import register_jitable
+    simd.register(numba)
+    register_jitable(panel_product)
+
+    @numba.njit(cache=True)
+    def linear(x, panels, bias, out):
+        panel_product(x, panels, bias, out)
+
+    return linear
+
+
+def panel_linear_numba(x, panels, bias):
+    """x · Wᵀ + bias on the wide micro-kernel (Numba kernel)."""
+    assert x.dtype == panels.dtype == bias.dtype == np.float32, (x.dtype, panels.dtype, bias.dtype)
+    assert x.ndim == 2 and panels.ndim == 3 and x.shape[1] == panels.shape[1], (x.shape, panels.shape)
+    assert panel_count(bias.shape[0]) == panels.shape[0] and panels.shape[2] == PANEL, (bias.shape, panels.shape)
+    out = np.empty((x.shape[0], bias.shape[0]), np.float32)
+    if out.size:
+        _numba_kernels()(np.ascontiguousarray(x), np.ascontiguousarray(panels), np.ascontiguousarray(bias), out)
+    return out
+
+
+def panel_linear(x, panels, bias):
+    """x · Wᵀ + bias from W's panels, on the selected backend."""
+    impl = panel_linear_numba if use_numba() else panel_linear_numpy
+    return impl(x, panels, bias)
+
+
+@functools.lru_cache(maxsize=1)
+def wide_vectors() -> bool:
+    """True if the CPU that Numba compiles for has AVX-512 (16-float registers, 32 of them)."""
+    from .backend import load_numba
+    numba = load_numba()
+    if numba is None:
+        return False
+    features = numba.config.CPU_FEATURES
+    if not features:
+        import llvmlite.binding
+        features = llvmlite.binding.get_host_cpu_features().flatten()
+    return "+avx512f" in features.split(",")
