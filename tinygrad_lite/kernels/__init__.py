@@ -20,6 +20,7 @@ them: the Tensor methods and nn.functional check what users pass.
     cross_entropy_backward(logp, targets, weight, eps) -> dx   label-smoothed CE's gradient in one pass
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
+    panels.pack_panels(w) / panels.panel_linear(x, panels, b)  x·Wᵀ + b with W packed once (AVX-512; decoding)
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
 Importing this package neither imports numba nor compiles anything; that happens on first use.
