@@ -421,22 +421,27 @@ def test_every_weight_layout_gives_the_plain_tokens_and_scores(layout, variant, 
     assert_close(scores, plain_scores, dtype)
 
 
-@pytest.mark.parametrize("rows", [2, 9, 20])
-def test_panels_give_each_steps_plain_log_probs_and_beams(rows, monkeypatch):
-    use_layout(monkeypatch, "panels")
-    model = model_of("post-LN, final norm, tied", np.float32)
+@pytest.mark.parametrize("layout, rows", [("transposed", 1), ("transposed", 5),  # one row: np.dot; more: sgemm
+                                          ("panels", 2), ("panels", 9), ("panels", 20)])
+def test_each_weight_layout_gives_each_steps_plain_log_probs(layout, rows, monkeypatch):
+    use_layout(monkeypatch, layout)
+    model = model_of("pre-LN, final norm" if layout == "transposed" else "post-LN, final norm, tied", np.float32)
     src = ragged_sources(rows)
-    prefix = np.random.default_rng(5).integers(4, 29, size=(rows, 7))
+    prefix = np.random.default_rng(3).integers(4, 29, size=(rows, 7))
     prefix[:, 0] = BOS
     with tl.no_grad():
         fused = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 7)
-        assert layout_of(fused) == "panels"
+        assert layout_of(fused) == layout
         plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
         for t in range(1, 8):
             assert_close(fused.step(prefix[:, :t], np.arange(rows)), plain.step(prefix[:, :t], np.arange(rows)),
                          np.float32)
-        del fused
-    fused, plain = both(lambda: beam_search_batch(model, src[:3], BOS, 5, beam_size=3, max_len=6))
+
+
+def test_beam_search_on_panels_gives_the_plain_hypotheses(monkeypatch):
+    use_layout(monkeypatch, "panels")
+    model = model_of("post-LN, final norm, tied", np.float32)
+    fused, plain = both(lambda: beam_search_batch(model, ragged_sources(3), BOS, 5, beam_size=3, max_len=6))
     for (tokens, logp, norm), (plain_tokens, plain_logp, plain_norm) in zip(fused, plain):
         np.testing.assert_array_equal(tokens, plain_tokens)
         assert_close([logp, norm], [plain_logp, plain_norm], np.float32)
@@ -452,19 +457,3 @@ def test_by_default_one_row_keeps_the_weights_as_they_are_and_more_rows_take_pan
                 else "rows"
             assert layout_of(kernel) == expected
             del kernel
-
-
-@pytest.mark.parametrize("rows", [1, 5])  # one row: np.dot; more: NumPy's sgemm (float32)
-def test_transposed_weights_give_each_steps_plain_log_probs(rows, monkeypatch):
-    monkeypatch.setattr(decoder_kernel, "TRANSPOSED_FROM_ROWS", 1)
-    model = model_of("pre-LN, final norm", np.float32)
-    src = ragged_sources(rows)
-    prefix = np.random.default_rng(3).integers(4, 29, size=(rows, 7))
-    prefix[:, 0] = BOS
-    with tl.no_grad():
-        fused = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 7)
-        assert fused.stack[15]
-        plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
-        for t in range(1, 8):
-            assert_close(fused.step(prefix[:, :t], np.arange(rows)), plain.step(prefix[:, :t], np.arange(rows)),
-                         np.float32)
