@@ -23,7 +23,7 @@ import functools
 import numpy as np
 
 from . import simd
-from .backend import lazy_kernels, use_numba
+from .backend import lazy_kernels, load_numba, use_numba
 
 PANEL = 32   # columns of Wᵀ in a panel: two 16-float vectors
 ROWS = 8     # rows of x in a block: 8 × 2 accumulators
@@ -126,7 +126,6 @@ def panel_linear(x, panels, bias):
 @functools.lru_cache(maxsize=1)
 def wide_vectors() -> bool:
     """True if the CPU that Numba compiles for has AVX-512 (16-float registers, 32 of them)."""
-    from .backend import load_numba
     numba = load_numba()
     if numba is None:
         return False
