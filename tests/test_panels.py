@@ -85,3 +85,132 @@ def test_wide_vectors_follows_the_cpu_numba_compiles_for(monkeypatch):
         assert panels.wide_vectors() is ("+avx512f" in host)
     finally:
         panels.wide_vectors.cache_clear()
+
+
+# ---------------------------------------------------------------- training products (trick panel_products)
+def test_pack_columns_puts_each_column_in_its_panel_and_zeros_after():
+    b = np.arange(3 * 70, dtype=np.float32).reshape(3, 70)
+    p = panels.pack_columns(b)
+    assert p.shape == (3, 3, 32)
+    for col in range(70):
+        np.testing.assert_array_equal(p[col // 32, :, col % 32], b[:, col])
+    assert not p[2, :, 70 - 64:].any()
+    np.testing.assert_array_equal(panels.pack_panels(b.T.copy()), p)  # a weight's panels are its transpose's columns
+
+
+@pytest.mark.parametrize("M, K, n", [(1, 3, 1), (9, 1, 33), (32, 128, 32), (67, 40, 100), (130, 257, 65)])
+@pytest.mark.parametrize("views", ["contiguous", "transposed"])
+def test_panel_matmul_matches_its_twin_and_float64(M, K, n, views):
+    """a · b as a Linear's backward passes them: a = gᵀ and b = Wᵀ are transposed views, not copies."""
+    rng = np.random.default_rng(M * 7 + K + n)
+    a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, n)).astype(np.float32)
+    if views == "transposed":
+        a, b = np.asfortranarray(a), np.asfortranarray(b)
+        assert not a.flags.c_contiguous or 1 in a.shape
+    got, twin = panels.panel_matmul_numba(a, b), panels.panel_matmul_numpy(a, b)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bound = 4e-6 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-7
+    assert got.shape == (M, n) and got.dtype == np.float32
+    assert (np.abs(got - exact) <= bound).all() and (np.abs(twin - exact) <= bound).all()
+
+
+def the_rule(monkeypatch, wide=True, narrow=True, threads=1):
+    monkeypatch.setattr(panels, "PRODUCTS", None)
+    monkeypatch.setattr(panels, "wide_vectors", lambda: wide)
+    monkeypatch.setattr(panels, "narrow_blas", lambda: narrow)
+    monkeypatch.setattr(panels, "get_num_threads", lambda: threads)
+
+
+@pytest.mark.parametrize("wide, narrow, threads, expected", [
+    (True, True, 1, True), (False, True, 1, False), (True, False, 1, False), (True, True, 2, False),
+    (True, True, None, False)])
+def test_panels_replace_blas_only_on_wide_cpus_with_narrow_blas_at_one_thread(monkeypatch, wide, narrow, threads,
+                                                                              expected):
+    from tinygrad_lite.kernels import use_backend
+    the_rule(monkeypatch, wide, narrow, threads)
+    a, b = np.ones((64, 16), np.float32), np.ones((16, 64), np.float32)
+    with use_backend("numba"):
+        assert panels.beats_blas(a, b) is expected
+        assert not panels.beats_blas(a.astype(np.float64), b.astype(np.float64))   # float32 only
+        assert not panels.beats_blas(a[:31], b) and not panels.beats_blas(a, b[:, :31])  # too small to pay
+    with use_backend("numpy"):
+        assert not panels.beats_blas(a, b)
+    monkeypatch.setattr(panels, "PRODUCTS", False)
+    with use_backend("numba"):
+        assert not panels.beats_blas(a, b)
+
+
+@pytest.mark.parametrize("architecture, where, expected", [
+    ("Haswell", "numpy", True), ("Zen", "numpy", True), ("SkylakeX", "numpy", False),
+    ("Cooperlake", "numpy", False), ("Haswell", "elsewhere", False)])
+def test_narrow_blas_reads_numpys_own_openblas(monkeypatch, architecture, where, expected):
+    import os
+
+    import threadpoolctl
+    numpy_dir = os.path.dirname(np.__file__)
+    path = numpy_dir + ".libs/libscipy_openblas.so" if where == "numpy" else "/opt/other/libopenblas.so"
+    libs = [{"internal_api": "openmp", "filepath": "/x/libgomp.so"},
+            {"internal_api": "openblas", "filepath": path, "architecture": architecture}]
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: libs)
+    panels.narrow_blas.cache_clear()
+    try:
+        assert panels.narrow_blas() is expected
+    finally:
+        panels.narrow_blas.cache_clear()
+
+
+def linear_step(op, dtype=np.float32):
+    """Output and every gradient of one Linear-shaped op on 70 rows, 40 → 50 features."""
+    import tinygrad_lite as tl
+    from tinygrad_lite import Tensor, nn
+    from tinygrad_lite.nn import functional as F
+    tl.manual_seed(0)
+    rng = np.random.default_rng(3)
+    lin = nn.Linear(40, 50, dtype=dtype)
+    x = Tensor(rng.standard_normal((2, 35, 40)).astype(dtype), requires_grad=True)
+    out = F.linear(x, lin.weight, lin.bias) if op == "linear" else F.linear_relu_dropout(
+        x, lin.weight, lin.bias, p=0.0)
+    (out * Tensor(rng.standard_normal(out.shape).astype(dtype))).sum().backward()
+    return [out.data, x.grad, lin.weight.grad, lin.bias.grad]
+
+
+@pytest.mark.parametrize("op", ["linear", "linear_relu_dropout"])
+def test_a_linears_products_on_panels_match_blas_and_run_on_panels(monkeypatch, op):
+    from trick_switches import both
+
+    from tinygrad_lite.kernels import use_backend
+    calls = []
+    matmul = panels.panel_matmul_numba
+    monkeypatch.setattr(panels, "panel_matmul_numba", lambda a, b: calls.append(a.shape + b.shape) or matmul(a, b))
+    monkeypatch.setattr(panels, "PRODUCTS", True)
+    with use_backend("numba"):
+        on, off = both(lambda: linear_step(op), "panel_products")
+    assert calls == [(70, 40, 40, 50), (70, 50, 50, 40), (50, 70, 70, 40)]  # x·Wᵀ, g·W, gᵀ·x; off: none
+    exact = linear_step(op, np.float64)
+    for a, b, e in zip(on, off, exact):
+        scale = np.abs(e).max()
+        np.testing.assert_allclose(a, e, rtol=0, atol=2e-5 * scale)
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * scale)
+
+
+def test_a_linear_on_panels_matches_torch():
+    torch = pytest.importorskip("torch")
+    from tinygrad_lite import Tensor, nn
+    from tinygrad_lite.kernels import use_backend
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((96, 48)).astype(np.float32)
+    up = rng.standard_normal((96, 64)).astype(np.float32)
+    lin = nn.Linear(48, 64)
+    with use_backend("numba"):
+        old, panels.PRODUCTS = panels.PRODUCTS, True
+        try:
+            xt = Tensor(x, requires_grad=True)
+            (lin(xt) * Tensor(up)).sum().backward()
+        finally:
+            panels.PRODUCTS = old
+    tx = torch.tensor(x, requires_grad=True)
+    tw = torch.tensor(lin.weight.data, requires_grad=True)
+    tb = torch.tensor(lin.bias.data, requires_grad=True)
+    (torch.nn.functional.linear(tx, tw, tb) * torch.from_numpy(up)).sum().backward()
+    for ours, theirs in [(xt.grad, tx.grad), (lin.weight.grad, tw.grad), (lin.bias.grad, tb.grad)]:
+        np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-4, atol=1e-4)

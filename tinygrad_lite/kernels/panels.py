@@ -19,9 +19,11 @@ the kernel is still correct, but its accumulators spill and BLAS is faster). flo
 NumPy twin is the definition and the test oracle; kernels take trusted arrays.
 """
 import functools
+import os
 
 import numpy as np
 
+from ..threads import get_num_threads
 from . import simd
 from .backend import lazy_kernels, load_numba, use_numba
 
@@ -33,17 +35,22 @@ def panel_count(n: int) -> int:
     return -(-n // PANEL)
 
 
-def pack_panels(weight: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """weight (n, K) → panels (P, K, 32): panels[p, t, c] = weight[32p + c, t], 0 past row n."""
-    n, K = weight.shape
+def pack_columns(b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """b (K, n) → panels (P, K, 32): panels[p, t, c] = b[t, 32p + c], 0 past column n."""
+    K, n = b.shape
     P = panel_count(n)
-    panels = np.empty((P, K, PANEL), weight.dtype) if out is None else out
+    panels = np.empty((P, K, PANEL), b.dtype) if out is None else out
     full = n // PANEL
-    panels[:full] = weight[:full * PANEL].reshape(full, PANEL, K).transpose(0, 2, 1)
+    panels[:full] = b[:, :full * PANEL].reshape(K, full, PANEL).transpose(1, 0, 2)
     if full < P:
         panels[full] = 0
-        panels[full, :, :n - full * PANEL] = weight[full * PANEL:].T
+        panels[full, :, :n - full * PANEL] = b[:, full * PANEL:]
     return panels
+
+
+def pack_panels(weight: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """weight (n, K) → panels (P, K, 32) of weightᵀ: panels[p, t, c] = weight[32p + c, t], 0 past row n."""
+    return pack_columns(weight.T, out)
 
 
 def panel_linear_numpy(x, panels, bias):
@@ -121,6 +128,53 @@ def panel_linear(x, panels, bias):
     """x · Wᵀ + bias from W's panels, on the selected backend."""
     impl = panel_linear_numba if use_numba() else panel_linear_numpy
     return impl(x, panels, bias)
+
+
+def panel_matmul_numpy(a, b):
+    """a · b (NumPy twin: BLAS)."""
+    return a @ b
+
+
+def panel_matmul_numba(a, b):
+    """a (M, K) · b (K, n) on the wide micro-kernel, b packed into panels on the way (float32): for
+    products whose operands change at every call, as a training step's (packing costs 3-10% of them)."""
+    return panel_linear_numba(a, pack_columns(b), _zeros(b.shape[1]))
+
+
+@functools.lru_cache(maxsize=8)
+def _zeros(n: int) -> np.ndarray:
+    zeros = np.zeros(n, np.float32)
+    zeros.flags.writeable = False
+    return zeros
+
+
+PRODUCTS = None   # None: where beats_blas's rule says; True / False: always / never (tests, A/B runs)
+NARROW_OPENBLAS = ("haswell", "zen", "sandybridge")   # OpenBLAS kernels of 8-float vectors or fewer
+
+
+def beats_blas(a, b) -> bool:
+    """Whether panel_matmul_numba(a, b) should replace BLAS's a @ b: float32 products of 32+ rows and
+    columns, on one thread, with Numba on an AVX-512 CPU whose OpenBLAS runs 8-float kernels. There
+    the panel kernel multiplies ~2x faster (230 against 110 GFLOP/s at a SMALL step's shapes on
+    AMD Zen 5 with OPENBLAS_CORETYPE=Haswell; bench/README.md, "Thirteenth pass"); against OpenBLAS's
+    own AVX-512 kernels it only ties, and at 2 threads BLAS uses both cores."""
+    if a.dtype != np.float32 or a.shape[0] < ROWS * 4 or b.shape[1] < PANEL:
+        return False
+    if PRODUCTS is not None:
+        return PRODUCTS and use_numba()
+    return use_numba() and get_num_threads() == 1 and wide_vectors() and narrow_blas()
+
+
+@functools.lru_cache(maxsize=1)
+def narrow_blas() -> bool:
+    """True if NumPy's BLAS is OpenBLAS running kernels of 8-float vectors or fewer (AVX2 and older):
+    its choice on a CPU it does not know, or one forced by OPENBLAS_CORETYPE."""
+    from threadpoolctl import threadpool_info
+    numpy_dir = os.path.dirname(np.__file__)
+    for lib in threadpool_info():
+        if lib.get("internal_api") == "openblas" and lib.get("filepath", "").startswith(numpy_dir):
+            return str(lib.get("architecture", "")).lower() in NARROW_OPENBLAS
+    return False
 
 
 @functools.lru_cache(maxsize=1)
