@@ -22,7 +22,11 @@ alternation: the matmul-only time is the step's BLAS-bound limit. The products c
 a step needs: the position-wise layers on the batch's real tokens (our engine skips <pad> there,
 `Transformer.forward_tokens`; torch's nn.Transformer computes every position: "padded GFLOP").
 The tables give each engine's useful GFLOP/s and the share of that limit it reaches (100% =
-nothing but the needed products).
+nothing but the needed products). A fourth side runs the same products as our engine does (a
+Linear's on `nn.functional._product`: kernels.panels' micro-kernel where it beats NumPy's BLAS,
+which an AVX-512 CPU whose OpenBLAS runs 8-float kernels allows, ~2x there): "ours % of own
+products" is the distance to our own limit, and where the panels run, "% of the BLAS bound" can
+pass 100%.
 
 Peak memory is measured in a fresh subprocess per side, so neither library's arrays or import
 cost leak into the other's number: "peak RSS" is the process's resident high-water mark while
@@ -309,9 +313,12 @@ def real_rows(batches: list) -> tuple[int, int]:
             round(np.mean([(b.tgt_in != PAD).sum() for b in batches])))
 
 
-def blas_step(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = None, dtype=np.float32):
+def blas_step(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = None, dtype=np.float32,
+              engine: bool = False):
     """A function that runs every product of one step once (OpenBLAS through NumPy's matmul,
-    float32, on random operands made here): the matmul-only time of a step, its BLAS-bound limit."""
+    float32, on random operands made here): the matmul-only time of a step, its BLAS-bound limit.
+    engine=True: the 2-D (Linear) products on our engine's own product, nn.functional._product."""
+    from tinygrad_lite.nn.functional import _product
     rng = np.random.default_rng(0)
     operands = []
     for p in step_products(cfg, rows_s, rows_t):
@@ -322,7 +329,10 @@ def blas_step(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = 
     def run(_batch=None):
         for a, b, out, count in operands:
             for _ in range(count):
-                np.matmul(a, b, out=out)
+                if engine and a.ndim == 2:
+                    _product(a, b)
+                else:
+                    np.matmul(a, b, out=out)
     return run
 
 
@@ -471,10 +481,12 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
     batches = random_batches(cfg, 4)
     loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
     rows = real_rows(batches)
-    samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg, *rows)}, batches,
+    samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg, *rows),
+                         "products": blas_step(cfg, *rows, engine=True)}, batches,
                         cfg.steps, cfg.repeats, clock=CLOCKS[clock])
     tokens_per_step = float(np.mean([b.target_tokens for b in batches]))
     t_ours, t_torch, t_blas = median(samples["ours"]), median(samples["torch"]), median(samples["blas"])
+    t_products = median(samples["products"])
     flops = step_flops(cfg, *rows)
     row = {
         "config": cfg.name, "threads": threads,
@@ -491,6 +503,8 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
         "gflop_s_ours": flops / t_ours / 1e9, "gflop_s_torch": flops / t_torch / 1e9,
         "gflop_s_blas": flops / t_blas / 1e9,
         "blas_bound_share_ours": t_blas / t_ours, "blas_bound_share_torch": t_blas / t_torch,
+        "ms_per_step_products": 1e3 * t_products, "gflop_s_products": flops / t_products / 1e9,
+        "products_share_ours": t_products / t_ours,
         "steps_per_sample": cfg.steps, "repeats": cfg.repeats, "clock": clock,
     }
     if with_memory:
@@ -513,11 +527,13 @@ def print_table(rows: list) -> None:
     print(markdown(header, body))
     print()
     header = ["config", "threads", "matmul GFLOP/step", "padded GFLOP/step", "BLAS-bound ms/step", "BLAS GFLOP/s",
-              "ours GFLOP/s", "torch GFLOP/s", "ours % of bound", "torch % of bound"]
+              "ours GFLOP/s", "torch GFLOP/s", "ours % of bound", "torch % of bound", "own products ms/step",
+              "own products GFLOP/s", "ours % of own products"]
     body = [[r["config"], r["threads"], r["matmul_gflop_per_step"], r["padded_gflop_per_step"],
              r["ms_per_step_blas"], r["gflop_s_blas"],
              r["gflop_s_ours"], r["gflop_s_torch"], 100 * r["blas_bound_share_ours"],
-             100 * r["blas_bound_share_torch"]] for r in rows]
+             100 * r["blas_bound_share_torch"], r["ms_per_step_products"], r["gflop_s_products"],
+             100 * r["products_share_ours"]] for r in rows]
     print(markdown(header, body))
 
 
@@ -560,7 +576,9 @@ def main(argv=None):
                   f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "
                   f"{row['initial_loss_torch']:.4f}); {row['gflop_s_ours']:.1f} vs {row['gflop_s_torch']:.1f} "
                   f"GFLOP/s, {100 * row['blas_bound_share_ours']:.0f}% vs {100 * row['blas_bound_share_torch']:.0f}% "
-                  f"of the BLAS bound ({row['gflop_s_blas']:.1f} GFLOP/s)", flush=True)
+                  f"of the BLAS bound ({row['gflop_s_blas']:.1f} GFLOP/s); ours "
+                  f"{100 * row['products_share_ours']:.0f}% of its own products' bound "
+                  f"({row['gflop_s_products']:.1f} GFLOP/s)", flush=True)
             append_json(args.json, row)
     print()
     print_table(rows)

@@ -36,6 +36,7 @@ def test_train_throughput_quick(tmp_path):
     assert "| quick | 1 |" in out and "WARNING" not in out
     assert row["gflop_s_ours"] > 0 and row["gflop_s_blas"] > 0 and 0 < row["blas_bound_share_torch"]
     assert "ours % of bound" in out
+    assert row["gflop_s_products"] > 0 and 0 < row["products_share_ours"] and "ours % of own products" in out
 
 
 def test_train_throughput_names_blas_kernels_chosen_by_the_environment(monkeypatch):
