@@ -213,10 +213,10 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
 
 
 # ---------------------------------------------------------------- panel_products
-# Why: training small 37% faster (off/on 1.374, quartiles 1.37-1.39; base-short 1.40, tiny 1.09; CPU clock,
-# 2026-12-03, AMD Zen 5 with OPENBLAS_CORETYPE=Haswell): a Linear's three products (x·Wᵀ, g·W, gᵀ·x) on
+# Why: training small 35% faster (train small off/on 1.345, quartiles 1.34-1.37; base-short 1.44, tiny 1.07;
+# CPU clock, 2026-12-03, AMD Zen 5 with OPENBLAS_CORETYPE=Haswell): a Linear's three products (x·Wᵀ, g·W, gᵀ·x) on
 # kernels.panels' 16-float micro-kernel, 230 GFLOP/s where that OpenBLAS runs 8-float kernels at 110. Only
 # where kernels.panels.beats_blas says so (float32, 32+ rows and columns, 1 thread, Numba, an AVX-512 CPU,
-# an OpenBLAS of 8-float kernels): against OpenBLAS's own AVX-512 kernels the panels only tie. The branch is
-# in nn.functional._product; plain version: NumPy's `a @ b`, its oracle within float32 rounding
-# (tests/test_panels.py).
+# an OpenBLAS of 8-float kernels): OpenBLAS's own AVX-512 kernels are as fast and need no packing (small
+# off/on 0.89 if forced there). The branch is in nn.functional._product; plain version: NumPy's `a @ b`, its
+# oracle within float32 rounding (tests/test_panels.py).

@@ -156,8 +156,9 @@ def beats_blas(a, b) -> bool:
     """Whether panel_matmul_numba(a, b) should replace BLAS's a @ b: float32 products of 32+ rows and
     columns, on one thread, with Numba on an AVX-512 CPU whose OpenBLAS runs 8-float kernels. There
     the panel kernel multiplies ~2x faster (230 against 110 GFLOP/s at a SMALL step's shapes on
-    AMD Zen 5 with OPENBLAS_CORETYPE=Haswell; bench/README.md, "Thirteenth pass"); against OpenBLAS's
-    own AVX-512 kernels it only ties, and at 2 threads BLAS uses both cores."""
+    AMD Zen 5 with OPENBLAS_CORETYPE=Haswell; a SMALL step 1.35x faster; bench/README.md, "Thirteenth
+    pass"). OpenBLAS's own AVX-512 kernels are as fast as the panels and need no packing (the same step
+    0.89x with panels), and at 2 threads BLAS uses both cores: BLAS stays there."""
     if a.dtype != np.float32 or a.shape[0] < ROWS * 4 or b.shape[1] < PANEL:
         return False
     if PRODUCTS is not None:
