@@ -21,7 +21,7 @@ them: the Tensor methods and nn.functional check what users pass.
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
     panels.pack_panels(w) / panels.panel_linear(x, panels, b)  x·Wᵀ + b with W packed once (AVX-512; decoding)
-    panels.panel_matmul_numba(a, b), beats_blas(a, b)   a · b on it (training, where BLAS has 8-float kernels)
+    panels.panel_matmul_numba(a, b) / panels.beats_blas(a, b)  a · b on it (training, if BLAS has 8-float kernels)
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
 Importing this package neither imports numba nor compiles anything; that happens on first use.
