@@ -9,6 +9,8 @@ A trick stays only while it pays. The measurement quoted with each one comes fro
 
     with fast.tricks_off():                   # every trick; or tricks_off("dropout_bits")
         ...
+    with fast.plain():                        # every trick off and the kernels' NumPy twins:
+        ...                                   # the formula path, end to end
     TINYGRAD_LITE_FAST=0 python3 -m pytest    # the whole process, from its start
 """
 from __future__ import annotations
@@ -24,7 +26,8 @@ from .kernels.dropout import keep_mask_from_seed
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "decoder_kernel", "fused_cross_entropy", "skip_padding", "panel_products")
+         "fused_ffn", "fused_attention", "attention_kernels", "blas_reductions", "decoder_kernel", "decoder_layouts",
+         "fused_cross_entropy", "skip_padding", "panel_products")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -54,6 +57,17 @@ def tricks_off(*names: str):
 def tricks_on(*names: str):
     """Context manager: the named tricks (all if none is named) run inside the block."""
     return _switched(True, names)
+
+
+@contextlib.contextmanager
+def plain():
+    """Context manager: the formula path, end to end. Every trick is off and the kernels run their
+    NumPy twins (kernels.use_backend("numpy")), so what runs inside is what the paper's boxes and
+    the Tensor ops say, one op at a time: what graph pictures, notebooks and the walkthrough show,
+    and the oracle every fast path is tested against (tests/test_plain_path.py)."""
+    from .kernels import use_backend
+    with tricks_off(), use_backend("numpy"):
+        yield TRICKS
 
 
 @contextlib.contextmanager
