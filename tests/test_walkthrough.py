@@ -347,13 +347,13 @@ def test_the_installed_package_holds_the_walkthrough_and_it_does_not_import_viz(
                           encoding="utf-8", cwd=tmp_path, timeout=120, env=SUBPROCESS_ENV)
     assert proc.returncode == 0, proc.stderr
     module, package, sections = proc.stdout.split()
-    assert Path(module).parent == Path(package).parent and Path(module).name == "walkthrough.py"
+    assert Path(module).parent == Path(package).parent / "walkthrough" and Path(module).name == "__init__.py"
     assert int(sections) == 15
-    assert Path(wt.__file__).parent == Path(transformer.__file__).parent
+    assert Path(wt.__file__).parent.parent == Path(transformer.__file__).parent
 
 
 def test_a_built_wheel_ships_the_walkthrough(tmp_path):
-    """What a non-editable `pip install .` gets: the wheel holds transformer/walkthrough.py. Built
+    """What a non-editable `pip install .` gets: the wheel holds transformer/walkthrough/. Built
     from a copy of the packaging files, leaving no build/ or egg-info in the checkout."""
     source = tmp_path / "src"
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -371,7 +371,7 @@ def test_a_built_wheel_ships_the_walkthrough(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "transformer/walkthrough.py" in names and "transformer/__main__.py" in names
+    assert "transformer/walkthrough/__init__.py" in names and "transformer/__main__.py" in names
     assert not any(n.startswith("examples/") for n in names)
 
 
