@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import tinygrad_lite as tl
-from tinygrad_lite import Tensor, gradcheck, kernels
+from tinygrad_lite import Tensor, fast, gradcheck, kernels
 from tinygrad_lite.kernels import attention as att
+from tinygrad_lite.kernels import attention_args, attention_composed, attention_per_query, attention_tiles
 from tinygrad_lite.nn import functional as F
 from tinygrad_lite.optim import adam as adam_module
 from tinygrad_lite.tensor import dropout_keep_mask
@@ -32,15 +33,16 @@ def qkv(rng, B=3, T_q=4, T_k=6, h=2, d_k=5, d_v=7, dtype=np.float64, kv_batch=No
 def composed_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
     """The numba backend's BLAS path (matmul, Numba softmax, matmul), called directly."""
     weights_shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
-    prepared = att._mask_in(mask, weights_shape, q.dtype)
-    return att._forward_composed(q, k, v, att._scale(scale, q.shape[3], q.dtype),
-                                 att._additive(prepared, q.dtype), keep, keep_scale,
-                                 kernels.softmax_forward)
+    prepared = attention_args.mask_in(mask, weights_shape, q.dtype)
+    return attention_composed.forward_composed(q, k, v, attention_args.scale_factor(scale, q.shape[3], q.dtype),
+                                               attention_args.additive(prepared, q.dtype), keep, keep_scale,
+                                               kernels.softmax_forward)
 
 
 def composed_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
-    return att._backward_composed(q, k, v, weights, dout, att._scale(scale, q.shape[3], q.dtype),
-                                  keep, keep_scale, kernels.softmax_backward)
+    return attention_composed.backward_composed(q, k, v, weights, dout,
+                                                attention_args.scale_factor(scale, q.shape[3], q.dtype),
+                                                keep, keep_scale, kernels.softmax_backward)
 
 
 MASKS = {
@@ -148,7 +150,7 @@ def test_a_growing_cache_buffer_is_read_in_place():
     buffer_k[:, :5], buffer_v[:, :5] = k, v
     view_k, view_v = buffer_k[:, :5], buffer_v[:, :5]
     assert not view_k.flags.c_contiguous
-    whole, n = att._leading_keys(view_k)
+    whole, n = attention_per_query.leading_keys(view_k)
     assert whole is not view_k and n == 5 and np.shares_memory(whole, buffer_k)
     out, w = att.attention_forward_numba(q, view_k, view_v)
     out_ref, w_ref = att.attention_forward_numpy(q, k, v)
@@ -159,8 +161,8 @@ def test_a_growing_cache_buffer_is_read_in_place():
 
 
 def test_engine_rule_sends_decoding_steps_to_the_kernel_and_the_rest_to_blas():
-    assert att.attention_engine(1, 8, 1, 40) == "numba"
-    assert att.attention_engine(64, 4, 16, 16) == "blas"
+    assert att.attention_engine(queries=1) == "numba"
+    assert att.attention_engine(queries=16) == "blas"
 
 
 # ---------------------------------------------------------------- the tile kernels (float32 training shapes)
@@ -261,9 +263,9 @@ def test_simd_rows_product_matches_its_numpy_reference(n_rows, count, width):
 def test_simd_transpose_writes_each_head_as_columns_padded_with_zeros():
     x = np.arange(3 * 13 * 2 * 16, dtype=np.float32).reshape(3, 13, 2, 16)       # (B, T, h, d)
     with kernels.use_backend("numba"):
-        att._numba_kernels()
+        attention_tiles._numba_kernels()
     from numba import njit
-    into = njit(att._tokens_last_into)
+    into = njit(attention_tiles.tokens_last_into)
     out = np.full(16 * 16, -1.0, np.float32)
     into(out, x.reshape(-1), (1 * 13 * 2 + 1) * 16, 2 * 16, 13, 16, 16)           # batch row 1, head 1
     expected = np.zeros((16, 16), np.float32)
@@ -410,17 +412,14 @@ def test_multi_head_attention_fused_and_unfused_agree(mode):
     memory = Tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
     mask = rng.random((2, 1, 1, 5)) > 0.2
     runs = []
-    try:
-        for fused in (True, False):
-            MultiHeadAttention.fused = fused
+    for switch in (fast.tricks_on, fast.tricks_off):
+        with switch("fused_attention"):
             for t in [x, memory, *mha.parameters()]:
                 t.grad = None
             tl.manual_seed(1)
             out = mha(x, memory, memory, mask) + mha(x, x, x)
             (out * out).sum().backward()
             runs.append([out.data] + [t.grad for t in [x, memory, *mha.parameters()]])
-    finally:
-        MultiHeadAttention.fused = True
     for fused, plain in zip(*runs):
         np.testing.assert_allclose(fused, plain, rtol=1e-11, atol=1e-13)
 

@@ -102,10 +102,10 @@ def test_float32_attention_reads_the_real_rows_in_place_and_matches_the_padded_f
     """In float32 with d_k a multiple of 8 the attention of forward_tokens runs the tile kernels on the real
     tokens' rows (kernels.attention.attention_forward_rows, no repad): the loss and every gradient still
     match the padded forward's, to float32 rounding."""
-    from tinygrad_lite.kernels import attention as att
+    from tinygrad_lite.kernels import attention_tiles
     calls = []
-    original = att._tiles_forward_rows
-    monkeypatch.setattr(att, "_tiles_forward_rows", lambda *a: calls.append(a[3]) or original(*a))
+    original = attention_tiles.forward_rows
+    monkeypatch.setattr(attention_tiles, "forward_rows", lambda *a: calls.append(a[3]) or original(*a))
     tl.manual_seed(2)
     model = Transformer(23, 29, d_model=16, h=2, N=2, d_ff=24, dropout=0.0, dtype=np.float32)
     rng = np.random.default_rng(2)
