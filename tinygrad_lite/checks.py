@@ -39,6 +39,15 @@ def positive_int(op: str, name: str, value) -> int:
     return int_at_least(op, name, value, 1)
 
 
+def head_size(op: str, d_model, h) -> int:
+    """d_k = d_model / h (paper §3.2.2), once d_model and h are positive ints and h divides d_model;
+    else a ValueError naming the operation."""
+    d_model, h = positive_int(op, "d_model", d_model), positive_int(op, "h", h)
+    if d_model % h:
+        raise ValueError(f"{op}: d_model ({d_model}) must be divisible by h ({h}); d_k = d_model / h")
+    return d_model // h
+
+
 def int_at_least(op: str, name: str, value, low: int) -> int:
     """value as an int if it is an integer >= low, else a ValueError ("must be a positive int"
     when low is 1)."""

@@ -211,13 +211,12 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
     """Why: training small 21% faster (train small off/on 1.21, base-short 1.18; CPU clock, 2026-12-01) at 25% <pad>.
 
     The position-wise layers (embeddings, projections, FFN, norms, generator) then run on a batch's
-    real tokens only, transformer.model.Transformer.forward_tokens; fused attention reads those rows in
-    place (F.fused_attention's `real`), unfused attention copies q, k, v back into the padded layout.
-    When every attention made those copies they cost more than the rows saved below ~10% padding (the
-    toy corpus, 2% padding: off/on 0.89; not re-measured since), so the trick runs from
-    SKIP_PADDING_FROM on, and only if every real target follows a real input token (right padding), or
-    the packed loss would leave it out. Plain
-    version: Transformer.forward, its oracle at the real tokens (tests/test_skip_padding.py); the
+    real tokens only, transformer.model.Transformer.forward_tokens; attention reads those rows in
+    place (MultiHeadAttention.fused_forward, F.fused_attention's `real`). Below ~10% padding the
+    bookkeeping costs more than the rows saved (the toy corpus, 2% padding: off/on 0.89, measured when
+    unfused attention still copied rows back), so the trick runs from SKIP_PADDING_FROM on, and only
+    if every real target follows a real input token (right padding), or the packed loss would leave
+    it out. Plain version: Transformer.forward, its oracle at the real tokens (tests/test_skip_padding.py); the
     branch is in transformer.train.teacher_forcing_loss."""
     real_in = tgt_in != pad
     if (tgt_out[~real_in] != pad).any():

@@ -14,6 +14,8 @@ import math
 import numpy as np
 
 from tinygrad_lite import Tensor
+from tinygrad_lite.checks import head_size
+from tinygrad_lite.fast import TRICKS
 from tinygrad_lite.nn import Dropout, Linear, Module
 from tinygrad_lite.nn import functional as F
 
@@ -39,20 +41,14 @@ class MultiHeadAttention(Module):
     module serves encoder self-attention, masked decoder self-attention, and
     cross-attention (Q from the decoder; K, V from the encoder memory).
 
-    `fused` (class attribute, default True) is the fast path: all h heads in one kernel
-    (`tinygrad_lite.nn.functional.fused_attention`), the same numbers as the formula above
-    (tests/test_fused_attention.py holds it to them). Set it to False to run
-    `scaled_dot_product_attention` on split heads, so that graph pictures show Q·Kᵀ, the
-    softmax and ·V as separate nodes (slower).
+    `forward` is the formula: split heads, Eq. 1, merge heads. `fused_forward` is the fast
+    path (TRICKS.fused_attention in tinygrad_lite/fast.py): all h heads in one kernel
+    (`nn.functional.fused_attention`), the same numbers (tests/test_fused_attention.py).
     """
-
-    fused = True
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.1, dtype=np.float32):
         super().__init__()
-        if h <= 0 or d_model % h:
-            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h})")
-        self.d_model, self.h, self.d_k = d_model, h, d_model // h
+        self.d_model, self.h, self.d_k = d_model, h, head_size("MultiHeadAttention", d_model, h)
         self.w_q = Linear(d_model, d_model, dtype=dtype)
         self.w_k = Linear(d_model, d_model, dtype=dtype)
         self.w_v = Linear(d_model, d_model, dtype=dtype)
@@ -74,34 +70,30 @@ class MultiHeadAttention(Module):
         """query: (B, T_q, d_model); key, value: (B, T_k, d_model) -> (B, T_q, d_model).
 
         `cache`: see `project_keys_values` (incremental decoding, `transformer.decoding`).
-        `real` = (query_real (B, T_q), key_real (B, T_k)) bool masks when the inputs hold only the
-        real tokens' rows, (n_q, d_model) and (n_k, d_model) (`Transformer.forward_tokens`): the
-        projections run on those rows, and so does the fused attention (F.fused_attention's `real`);
-        unfused, the attention runs on the padded layout.
+        `real`: the fast path's real-token rows (`fused_forward`, `Transformer.forward_tokens`).
         """
-        q = self.w_q(query)                                              # (B, T_q, h·d_k)
-        k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, h·d_k)
-        if real is not None and self.fused:  # the real tokens' rows as they are: no padded copies
-            out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
-                                             need_weights=True, heads=self.h, real=real)  # (n_q, h·d_k)
-            if self.keep_weights:
-                self.weights = weights
-            return self.w_o(out)
-        if real is not None:                                             # (n, h·d_k) -> (B, T, h·d_k)
-            q, k, v = F.repad(q, real[0]), F.repad(k, real[1]), F.repad(v, real[1])
-        if self.fused:  # one kernel on (B, T, h·d_k) as the projections give it: no head copies
-            out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
-                                             need_weights=True, heads=self.h)
-        else:
-            heads, weights = scaled_dot_product_attention(
-                self.split_heads(q), self.split_heads(k), self.split_heads(v), mask, self.dropout,
-                return_weights=True)                                     # (B, h, T_q, d_k)
-            out, weights = self.merge_heads(heads), weights.data
+        q = self.w_q(query)                                              # (B, T_q, d_model)
+        k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, d_model)
+        if TRICKS.fused_attention or real is not None:  # all heads in one kernel (fast.py)
+            return self.w_o(self.fused_forward(q, k, v, mask, real))
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, h, T, d_k)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, return_weights=True)
+        self.remember(weights.data)                                      # (B, h, T_q, T_k)
+        return self.w_o(self.merge_heads(heads))                         # (B, T_q, d_model)
+
+    def fused_forward(self, q: Tensor, k: Tensor, v: Tensor, mask, real: tuple | None) -> Tensor:
+        """Eq. 1 for all h heads in one kernel, on q, k, v (B, T, h·d_k) as the projections give
+        them: no head copies. With `real` = (query_real (B, T_q), key_real (B, T_k)) bool masks,
+        q, k, v hold only the real tokens' rows, (n_q, h·d_k) and (n_k, h·d_k)
+        (`Transformer.forward_tokens`, TRICKS.skip_padding), and the kernel reads them in place."""
+        out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
+                                         need_weights=True, heads=self.h, real=real)  # (B, T_q, h·d_k)
+        self.remember(weights)
+        return out
+
+    def remember(self, weights: np.ndarray) -> None:
         if self.keep_weights:
             self.weights = weights
-        if real is not None:
-            out = F.unpad(out, real[0])                                  # (n_q, d_model)
-        return self.w_o(out)
 
     def project_keys_values(self, key: Tensor, value: Tensor, cache: dict | None, static_kv: bool):
         """K = key·W^K, V = value·W^V, (B, T_k, d_model).

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from tinygrad_lite import Tensor
-from tinygrad_lite.checks import positive_int, probability
+from tinygrad_lite.checks import head_size, positive_int, probability
 from tinygrad_lite.nn import Embedding, Linear, Module
 
 from .decoder import Decoder
@@ -42,9 +42,7 @@ class TransformerConfig:
     def __post_init__(self):
         for name in ("src_vocab", "tgt_vocab", "d_model", "h", "N", "d_ff"):
             setattr(self, name, positive_int("Transformer", name, getattr(self, name)))
-        if self.d_model % self.h:
-            raise ValueError(f"Transformer: d_model ({self.d_model}) must be divisible by h ({self.h}); "
-                             f"d_k = d_model / h")
+        head_size("Transformer", self.d_model, self.h)
         self.dropout = probability("Transformer", "dropout", self.dropout, allow_one=False)
 
     def to_dict(self) -> dict:
@@ -164,9 +162,9 @@ class Transformer(Module):
         Everything but attention is position-wise (§3.3: "applied to each position separately and
         identically"), so the embeddings, projections, FFNs, norms and generator run on the real
         tokens' rows alone: a batch padded by a quarter costs about a quarter fewer multiply-adds.
-        Attention runs among each row's real tokens (F.fused_attention with `real`; the unfused
-        path puts q, k, v back into the padded layout, where the padding masks hide the <pad> keys
-        as in `forward`): a <pad> position is never a key, so it changes nothing at a real one.
+        Attention runs among each row's real tokens, read in place by the fused kernel
+        (MultiHeadAttention.fused_forward, which rows always take): a <pad> position is never a
+        key, so it changes nothing at a real one. The fast path of TRICKS.skip_padding (fast.py).
         Same logits as forward at the real tokens (tests/test_skip_padding.py); dropout draws
         differ, as they are made for fewer rows.
         """
