@@ -204,215 +204,243 @@ def rows_product(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_
                        xo + narrow, x_step, min(4, n_rows - r0))
 
 
+# ---------------------------------------------------------------------------------------------
+# The intrinsics: what each stub compiles to. Helpers first, then one code generator per stub,
+# then the table that register() walks. Code generators run inside Numba's compiler, so llvmlite
+# is imported there, never when this module is.
+# ---------------------------------------------------------------------------------------------
+
+def _ir():
+    from llvmlite import ir
+    return ir
+
+
+def _vector(width=LANES):
+    return _ir().VectorType(_ir().FloatType(), width)
+
+
+def _pointer(context, builder, array_type, array, offset, vec):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
+
+
+def _load(context, builder, sig, args, k, width=LANES):
+    """The vector at args[k][args[k + 1]:]."""
+    return builder.load(_pointer(context, builder, sig.args[k], args[k], args[k + 1], _vector(width)), align=4)
+
+
+def _store(context, builder, sig, args, k, value):
+    builder.store(value, _pointer(context, builder, sig.args[k], args[k], args[k + 1], value.type), align=4)
+
+
+def _splat(builder, scalar, width=LANES):
+    ir = _ir()
+    vec, i32 = _vector(width), ir.IntType(32)
+    one = builder.insert_element(ir.Constant(vec, ir.Undefined), scalar, ir.Constant(i32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(i32, width),
+                                                                                 [0] * width))
+
+
+def _call(builder, name, *values):
+    from numba.core import cgutils
+    ir = _ir()
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(values[0].type, [v.type for v in values]),
+                                        name)
+    return builder.call(fn, list(values))
+
+
+def _reduce(builder, v, combine):
+    ir = _ir()
+    i32 = ir.IntType(32)
+    for half in (4, 2, 1):  # fold the upper half onto the lower one
+        mask = ir.Constant(ir.VectorType(i32, LANES), [k + half if k < half else k for k in range(LANES)])
+        v = combine(v, builder.shuffle_vector(v, ir.Constant(_vector(), ir.Undefined), mask))
+    return builder.extract_element(v, ir.Constant(i32, 0))
+
+
+def _scratch(floats):
+    """The code generator of a stack array of `floats` float32s."""
+    def codegen(context, builder, sig, args):
+        from numba.core import cgutils, types
+        data = cgutils.alloca_once(builder, _ir().FloatType(), size=floats)
+        out = context.make_array(sig.return_type)(context, builder)
+        n = context.get_constant(types.intp, floats)
+        size = context.get_constant(types.intp, 4)
+        context.populate_array(out, data=data, shape=cgutils.pack_array(builder, [n]),
+                               strides=cgutils.pack_array(builder, [size]), itemsize=size, meminfo=None)
+        return out._getvalue()
+    return codegen
+
+
+def _emit_v_zero(context, builder, sig, args):
+    _store(context, builder, sig, args, 0, _ir().Constant(_vector(), [0.0] * LANES))
+
+
+def _emit_v_fma(context, builder, sig, args):
+    fma = _call(builder, "llvm.fma.v8f32", _splat(builder, args[2]), _load(context, builder, sig, args, 3),
+                _load(context, builder, sig, args, 0))
+    _store(context, builder, sig, args, 0, fma)
+
+
+def _emit_v_copy(context, builder, sig, args):
+    _store(context, builder, sig, args, 0, _load(context, builder, sig, args, 2))
+
+
+def _emit_v_add(context, builder, sig, args):
+    total = builder.fadd(_load(context, builder, sig, args, 0), _load(context, builder, sig, args, 2))
+    _store(context, builder, sig, args, 0, total)
+
+
+def _emit_v_shift_scale(context, builder, sig, args):
+    shifted = builder.fadd(_load(context, builder, sig, args, 0), _splat(builder, args[2]))
+    _store(context, builder, sig, args, 0, builder.fmul(shifted, _splat(builder, args[3])))
+
+
+def _emit_v_scale_add(context, builder, sig, args):
+    scaled = builder.fmul(_load(context, builder, sig, args, 0), _splat(builder, args[2]))
+    _store(context, builder, sig, args, 0, builder.fadd(scaled, _load(context, builder, sig, args, 3)))
+
+
+def _emit_v_keep(context, builder, sig, args):
+    ir = _ir()
+    flags = context.make_array(sig.args[2])(context, builder, args[2]).data
+    byte_vec = ir.VectorType(ir.IntType(8), LANES)
+    bytes_ = builder.load(builder.bitcast(builder.gep(flags, [args[3]]), byte_vec.as_pointer()), align=1)
+    kept = builder.icmp_unsigned("!=", bytes_, ir.Constant(byte_vec, [0] * LANES))
+    factor = builder.select(kept, _splat(builder, args[4]), ir.Constant(_vector(), [0.0] * LANES))
+    _store(context, builder, sig, args, 0, builder.fmul(_load(context, builder, sig, args, 0), factor))
+
+
+def _emit_v_dot(context, builder, sig, args):
+    product = builder.fmul(_load(context, builder, sig, args, 0), _load(context, builder, sig, args, 2))
+    return _reduce(builder, product, builder.fadd)
+
+
+def _emit_v_softmax_grad(context, builder, sig, args):
+    centred = builder.fsub(_load(context, builder, sig, args, 0), _splat(builder, args[4]))
+    weighted = builder.fmul(builder.fmul(_load(context, builder, sig, args, 2), _splat(builder, args[5])), centred)
+    _store(context, builder, sig, args, 0, weighted)
+
+
+def _emit_v_transpose8(context, builder, sig, args):
+    ir = _ir()
+    i32, vec = ir.IntType(32), _vector()
+    src_data = context.make_array(sig.args[3])(context, builder, args[3]).data
+    dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
+    rows = []
+    for r in range(LANES):
+        at = builder.add(args[4], builder.mul(args[5], ir.Constant(args[5].type, r)))
+        rows.append(builder.load(builder.bitcast(builder.gep(src_data, [at]), vec.as_pointer()), align=4))
+    low = ir.Constant(ir.VectorType(i32, LANES), [0, 8, 1, 9, 2, 10, 3, 11])
+    high = ir.Constant(ir.VectorType(i32, LANES), [4, 12, 5, 13, 6, 14, 7, 15])
+    for _ in range(3):  # three rounds of zipping row r with row r + 4 transpose 8 × 8
+        zipped = []
+        for r in range(4):
+            zipped += [builder.shuffle_vector(rows[r], rows[r + 4], low),
+                       builder.shuffle_vector(rows[r], rows[r + 4], high)]
+        rows = zipped
+    for r in range(LANES):
+        at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, r)))
+        builder.store(rows[r], builder.bitcast(builder.gep(dst_data, [at]), vec.as_pointer()), align=4)
+
+
+def _emit_v_max(context, builder, sig, args):
+    return _reduce(builder, _load(context, builder, sig, args, 0),
+                   lambda u, w: _call(builder, "llvm.maxnum.v8f32", u, w))
+
+
+def _emit_v_sum(context, builder, sig, args):
+    return _reduce(builder, _load(context, builder, sig, args, 0), builder.fadd)
+
+
+def _emit_w_zero(context, builder, sig, args):
+    _store(context, builder, sig, args, 0, _ir().Constant(_vector(WIDE), [0.0] * WIDE))
+
+
+def _emit_w_fma2(context, builder, sig, args):
+    ir, wide = _ir(), _vector(WIDE)
+    data = context.make_array(sig.args[2])(context, builder, args[2]).data
+    s = _splat(builder, builder.load(builder.gep(data, [args[3]]), align=4), WIDE)
+    for half in (0, WIDE):
+        at_x = builder.add(args[5], ir.Constant(args[5].type, half))
+        at_acc = _pointer(context, builder, sig.args[0], args[0], builder.add(args[1], ir.Constant(args[1].type, half)),
+                          wide)
+        fma = _call(builder, "llvm.fma.v16f32", s,
+                    builder.load(_pointer(context, builder, sig.args[4], args[4], at_x, wide), align=4),
+                    builder.load(at_acc, align=4))
+        builder.store(fma, at_acc, align=4)
+
+
+def _emit_w_add(context, builder, sig, args):
+    total = builder.fadd(_load(context, builder, sig, args, 2, WIDE), _load(context, builder, sig, args, 4, WIDE))
+    _store(context, builder, sig, args, 0, total)
+
+
+# stub, its signature (what it returns; each argument: "f" a float32 scalar, "." the type given), the LLVM it emits
+INTRINSICS = (
+    (lanes, ("array", ""), _scratch(SCRATCH)),
+    (v_zero, ("void", ".."), _emit_v_zero),
+    (v_fma, ("void", "..f.."), _emit_v_fma),
+    (v_copy, ("void", "...."), _emit_v_copy),
+    (v_add, ("void", "...."), _emit_v_add),
+    (v_shift_scale, ("void", "..ff"), _emit_v_shift_scale),
+    (v_scale_add, ("void", "..f.."), _emit_v_scale_add),
+    (v_keep, ("void", "....f"), _emit_v_keep),
+    (v_dot, ("f32", "...."), _emit_v_dot),
+    (v_softmax_grad, ("void", "....ff"), _emit_v_softmax_grad),
+    (v_transpose8, ("void", "......"), _emit_v_transpose8),
+    (v_max, ("f32", ".."), _emit_v_max),
+    (v_sum, ("f32", ".."), _emit_v_sum),
+    (wide_lanes, ("array", ""), _scratch(WIDE_SCRATCH)),
+    (w_zero, ("void", ".."), _emit_w_zero),
+    (w_fma2, ("void", "......"), _emit_w_fma2),
+    (w_add, ("void", "......"), _emit_w_add),
+)
+
+
+def _named(arity, call):
+    """A function of `arity` named arguments returning call(*arguments): Numba's intrinsic typers and
+    overloads must name their arguments (no *args)."""
+    return {
+        0: lambda: call(),
+        1: lambda a: call(a),
+        2: lambda a, b: call(a, b),
+        3: lambda a, b, c: call(a, b, c),
+        4: lambda a, b, c, d: call(a, b, c, d),
+        5: lambda a, b, c, d, e: call(a, b, c, d, e),
+        6: lambda a, b, c, d, e, f: call(a, b, c, d, e, f),
+        7: lambda a, b, c, d, e, f, g: call(a, b, c, d, e, f, g),
+    }[arity]
+
+
 def register(numba):
-    """Compile the intrinsics behind the stubs and make the micro-kernels jitable (once)."""
+    """Compile the intrinsics behind the stubs (the table INTRINSICS) and make the micro-kernels jitable (once)."""
     if getattr(register, "done", False):
         return
-    from llvmlite import ir
-    from numba.core import cgutils, types
-    from numba.extending import intrinsic, overload, register_jitable
+    from numba.core import types
+    from numba.extending import register_jitable
 
-    vec = ir.VectorType(ir.FloatType(), LANES)
-    i32 = ir.IntType(32)
-    f32 = types.float32
-
-    def pointer(context, builder, array_type, array, offset, vec=vec):
-        data = context.make_array(array_type)(context, builder, array).data
-        return builder.bitcast(builder.gep(data, [offset]), vec.as_pointer())
-
-    def load(context, builder, sig, args, k, vec=vec):
-        return builder.load(pointer(context, builder, sig.args[k], args[k], args[k + 1], vec), align=4)
-
-    def store(context, builder, sig, args, k, value):
-        builder.store(value, pointer(context, builder, sig.args[k], args[k], args[k + 1], value.type), align=4)
-
-    def splat(builder, scalar, vec=vec):
-        one = builder.insert_element(ir.Constant(vec, ir.Undefined), scalar, ir.Constant(i32, 0))
-        return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
-                                      ir.Constant(ir.VectorType(i32, vec.count), [0] * vec.count))
-
-    def call(builder, name, *values):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(values[0].type, [v.type for v in values]),
-                                            name)
-        return builder.call(fn, list(values))
-
-    def reduce(builder, v, combine):
-        for half in (4, 2, 1):  # fold the upper half onto the lower one
-            mask = ir.Constant(ir.VectorType(i32, LANES), [k + half if k < half else k for k in range(LANES)])
-            v = combine(v, builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined), mask))
-        return builder.extract_element(v, ir.Constant(i32, 0))
-
-    array = types.Array(f32, 1, "C")
-
-    def scratch(floats):
-        def typer(typingctx):
-            def codegen(context, builder, sig, args):
-                data = cgutils.alloca_once(builder, ir.FloatType(), size=floats)
-                out = context.make_array(array)(context, builder)
-                n = context.get_constant(types.intp, floats)
-                size = context.get_constant(types.intp, 4)
-                context.populate_array(out, data=data, shape=cgutils.pack_array(builder, [n]),
-                                       strides=cgutils.pack_array(builder, [size]), itemsize=size, meminfo=None)
-                return out._getvalue()
-            return array(), codegen
-        return typer
-
-    def _v_zero(typingctx, a, i):
-        def codegen(context, builder, sig, args):
-            store(context, builder, sig, args, 0, ir.Constant(vec, [0.0] * LANES))
-        return types.void(a, i), codegen
-
-    def _v_fma(typingctx, acc, i, s, x, j):
-        def codegen(context, builder, sig, args):
-            fma = call(builder, "llvm.fma.v8f32", splat(builder, args[2]), load(context, builder, sig, args, 3),
-                       load(context, builder, sig, args, 0))
-            store(context, builder, sig, args, 0, fma)
-        return types.void(acc, i, f32, x, j), codegen
-
-    def _v_copy(typingctx, dst, i, src, j):
-        def codegen(context, builder, sig, args):
-            store(context, builder, sig, args, 0, load(context, builder, sig, args, 2))
-        return types.void(dst, i, src, j), codegen
-
-    def _v_add(typingctx, dst, i, src, j):
-        def codegen(context, builder, sig, args):
-            total = builder.fadd(load(context, builder, sig, args, 0), load(context, builder, sig, args, 2))
-            store(context, builder, sig, args, 0, total)
-        return types.void(dst, i, src, j), codegen
-
-    def _v_shift_scale(typingctx, dst, i, shift, scale):
-        def codegen(context, builder, sig, args):
-            shifted = builder.fadd(load(context, builder, sig, args, 0), splat(builder, args[2]))
-            store(context, builder, sig, args, 0, builder.fmul(shifted, splat(builder, args[3])))
-        return types.void(dst, i, f32, f32), codegen
-
-    def _v_scale_add(typingctx, dst, i, scale, src, j):
-        def codegen(context, builder, sig, args):
-            scaled = builder.fmul(load(context, builder, sig, args, 0), splat(builder, args[2]))
-            store(context, builder, sig, args, 0, builder.fadd(scaled, load(context, builder, sig, args, 3)))
-        return types.void(dst, i, f32, src, j), codegen
-
-    def _v_keep(typingctx, dst, i, keep, j, scale):
-        def codegen(context, builder, sig, args):
-            flags = context.make_array(sig.args[2])(context, builder, args[2]).data
-            byte_vec = ir.VectorType(ir.IntType(8), LANES)
-            bytes_ = builder.load(builder.bitcast(builder.gep(flags, [args[3]]), byte_vec.as_pointer()), align=1)
-            kept = builder.icmp_unsigned("!=", bytes_, ir.Constant(byte_vec, [0] * LANES))
-            factor = builder.select(kept, splat(builder, args[4]), ir.Constant(vec, [0.0] * LANES))
-            store(context, builder, sig, args, 0, builder.fmul(load(context, builder, sig, args, 0), factor))
-        return types.void(dst, i, keep, j, f32), codegen
-
-    def _v_dot(typingctx, a, i, b, j):
-        def codegen(context, builder, sig, args):
-            product = builder.fmul(load(context, builder, sig, args, 0), load(context, builder, sig, args, 2))
-            return reduce(builder, product, builder.fadd)
-        return f32(a, i, b, j), codegen
-
-    def _v_softmax_grad(typingctx, g, i, y, j, dot, scale):
-        def codegen(context, builder, sig, args):
-            centred = builder.fsub(load(context, builder, sig, args, 0), splat(builder, args[4]))
-            weighted = builder.fmul(builder.fmul(load(context, builder, sig, args, 2), splat(builder, args[5])),
-                                    centred)
-            store(context, builder, sig, args, 0, weighted)
-        return types.void(g, i, y, j, f32, f32), codegen
-
-    def _v_transpose8(typingctx, dst, i, dst_step, src, j, src_step):
-        def codegen(context, builder, sig, args):
-            src_data = context.make_array(sig.args[3])(context, builder, args[3]).data
-            dst_data = context.make_array(sig.args[0])(context, builder, args[0]).data
-            rows = []
-            for r in range(LANES):
-                at = builder.add(args[4], builder.mul(args[5], ir.Constant(args[5].type, r)))
-                rows.append(builder.load(builder.bitcast(builder.gep(src_data, [at]), vec.as_pointer()), align=4))
-            low = ir.Constant(ir.VectorType(i32, LANES), [0, 8, 1, 9, 2, 10, 3, 11])
-            high = ir.Constant(ir.VectorType(i32, LANES), [4, 12, 5, 13, 6, 14, 7, 15])
-            for _ in range(3):  # three rounds of zipping row r with row r + 4 transpose 8 × 8
-                zipped = []
-                for r in range(4):
-                    zipped += [builder.shuffle_vector(rows[r], rows[r + 4], low),
-                               builder.shuffle_vector(rows[r], rows[r + 4], high)]
-                rows = zipped
-            for r in range(LANES):
-                at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, r)))
-                builder.store(rows[r], builder.bitcast(builder.gep(dst_data, [at]), vec.as_pointer()), align=4)
-        return types.void(dst, i, dst_step, src, j, src_step), codegen
-
-    def _v_max(typingctx, a, i):
-        def codegen(context, builder, sig, args):
-            return reduce(builder, load(context, builder, sig, args, 0),
-                          lambda u, w: call(builder, "llvm.maxnum.v8f32", u, w))
-        return f32(a, i), codegen
-
-    def _v_sum(typingctx, a, i):
-        def codegen(context, builder, sig, args):
-            return reduce(builder, load(context, builder, sig, args, 0), builder.fadd)
-        return f32(a, i), codegen
-
-    wide = ir.VectorType(ir.FloatType(), WIDE)
-
-    def _w_zero(typingctx, a, i):
-        def codegen(context, builder, sig, args):
-            store(context, builder, sig, args, 0, ir.Constant(wide, [0.0] * WIDE))
-        return types.void(a, i), codegen
-
-    def _w_fma2(typingctx, acc, i, coef, k, x, j):
-        def codegen(context, builder, sig, args):
-            data = context.make_array(sig.args[2])(context, builder, args[2]).data
-            s = splat(builder, builder.load(builder.gep(data, [args[3]]), align=4), wide)
-            for half in (0, WIDE):
-                at_x = builder.add(args[5], ir.Constant(args[5].type, half))
-                at_acc = pointer(context, builder, sig.args[0], args[0],
-                                 builder.add(args[1], ir.Constant(args[1].type, half)), wide)
-                fma = call(builder, "llvm.fma.v16f32", s,
-                           builder.load(pointer(context, builder, sig.args[4], args[4], at_x, wide), align=4),
-                           builder.load(at_acc, align=4))
-                builder.store(fma, at_acc, align=4)
-        return types.void(acc, i, coef, k, x, j), codegen
-
-    def _w_add(typingctx, dst, i, a, j, b, k):
-        def codegen(context, builder, sig, args):
-            total = builder.fadd(load(context, builder, sig, args, 2, wide), load(context, builder, sig, args, 4, wide))
-            store(context, builder, sig, args, 0, total)
-        return types.void(dst, i, a, j, b, k), codegen
-
-    i_wide_lanes, i_w_zero = intrinsic(scratch(WIDE_SCRATCH)), intrinsic(_w_zero)
-    i_w_fma2, i_w_add = intrinsic(_w_fma2), intrinsic(_w_add)
-    overload(wide_lanes, inline="always")(lambda: lambda: i_wide_lanes())
-    overload(w_zero, inline="always")(lambda a, i: lambda a, i: i_w_zero(a, i))
-    overload(w_fma2, inline="always")(
-        lambda acc, i, coef, k, x, j: lambda acc, i, coef, k, x, j: i_w_fma2(acc, i, coef, k, x, j))
-    overload(w_add, inline="always")(lambda dst, i, a, j, b, k: lambda dst, i, a, j, b, k: i_w_add(dst, i, a, j, b, k))
-
-    i_lanes, i_zero = intrinsic(scratch(SCRATCH)), intrinsic(_v_zero)
-    i_fma, i_copy = intrinsic(_v_fma), intrinsic(_v_copy)
-    i_add, i_shift_scale, i_max, i_sum = (intrinsic(_v_add), intrinsic(_v_shift_scale), intrinsic(_v_max),
-                                          intrinsic(_v_sum))
-    overload(lanes, inline="always")(lambda: lambda: i_lanes())
-    overload(v_zero, inline="always")(lambda a, i: lambda a, i: i_zero(a, i))
-    overload(v_fma, inline="always")(lambda acc, i, s, x, j: lambda acc, i, s, x, j: i_fma(acc, i, s, x, j))
-    overload(v_copy, inline="always")(lambda dst, i, src, j: lambda dst, i, src, j: i_copy(dst, i, src, j))
-    overload(v_add, inline="always")(lambda dst, i, src, j: lambda dst, i, src, j: i_add(dst, i, src, j))
-    overload(v_shift_scale, inline="always")(
-        lambda dst, i, shift, scale: lambda dst, i, shift, scale: i_shift_scale(dst, i, shift, scale))
-    overload(v_max, inline="always")(lambda a, i: lambda a, i: i_max(a, i))
-    i_scale_add, i_keep, i_dot, i_grad = (intrinsic(_v_scale_add), intrinsic(_v_keep), intrinsic(_v_dot),
-                                          intrinsic(_v_softmax_grad))
-    overload(v_scale_add, inline="always")(
-        lambda dst, i, scale, src, j: lambda dst, i, scale, src, j: i_scale_add(dst, i, scale, src, j))
-    overload(v_keep, inline="always")(
-        lambda dst, i, keep, j, scale: lambda dst, i, keep, j, scale: i_keep(dst, i, keep, j, scale))
-    i_transpose8 = intrinsic(_v_transpose8)
-    overload(v_transpose8, inline="always")(
-        lambda dst, i, dst_step, src, j, src_step: lambda dst, i, dst_step, src, j, src_step: i_transpose8(
-            dst, i, dst_step, src, j, src_step))
-    overload(v_dot, inline="always")(lambda a, i, b, j: lambda a, i, b, j: i_dot(a, i, b, j))
-    overload(v_softmax_grad, inline="always")(
-        lambda g, i, y, j, dot, scale: lambda g, i, y, j, dot, scale: i_grad(g, i, y, j, dot, scale))
-    overload(v_sum, inline="always")(lambda a, i: lambda a, i: i_sum(a, i))
+    returns = {"void": types.void, "f32": types.float32, "array": types.Array(types.float32, 1, "C")}
+    for stub, (result, arguments), codegen in INTRINSICS:
+        _bind(stub, returns[result], arguments, codegen)
     for micro in (_micro_4x16, _micro_4x8, _micro_2x32):  # inlined into rows_product, compiled once
         register_jitable(inline="always")(micro)
     register_jitable(rows_product)
     register.done = True
+
+
+def _bind(stub, result, arguments, codegen):
+    """One row of INTRINSICS: the intrinsic that emits `codegen`, typed result(arguments), and the stub
+    overloaded (inlined) to call it."""
+    from numba.core import types
+    from numba.extending import intrinsic, overload
+
+    def typed(typingctx, *given):
+        return result(*(types.float32 if kind == "f" else t for kind, t in zip(arguments, given))), codegen
+    typer = _named(len(arguments) + 1, typed)
+    typer.__name__ = "_" + stub.__name__
+    call = _named(len(arguments), intrinsic(typer))
+    overload(stub, inline="always")(_named(len(arguments), lambda *given: call))
 
 
 def reference_rows_product(out, o, o_row, coef, c, c_row, c_step, count, x, xo, x_step, n_rows, width):
