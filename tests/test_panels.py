@@ -115,7 +115,6 @@ def test_panel_matmul_matches_its_twin_and_float64(M, K, n, views):
 
 
 def the_rule(monkeypatch, wide=True, narrow=True, threads=1):
-    monkeypatch.setattr(panels, "PRODUCTS", None)
     monkeypatch.setattr(panels, "wide_vectors", lambda: wide)
     monkeypatch.setattr(panels, "narrow_blas", lambda: narrow)
     monkeypatch.setattr(panels, "get_num_threads", lambda: threads)
@@ -135,9 +134,12 @@ def test_panels_replace_blas_only_on_wide_cpus_with_narrow_blas_at_one_thread(mo
         assert not panels.beats_blas(a[:31], b) and not panels.beats_blas(a, b[:, :31])  # too small to pay
     with use_backend("numpy"):
         assert not panels.beats_blas(a, b)
-    monkeypatch.setattr(panels, "PRODUCTS", False)
-    with use_backend("numba"):
-        assert not panels.beats_blas(a, b)
+
+
+def panels_forced_on(monkeypatch):
+    """A Linear's float32 products on the panels whatever this CPU, its BLAS and the thread count are:
+    panels.beats_blas answers as on an AVX-512 CPU whose OpenBLAS runs 8-float kernels, at one thread."""
+    the_rule(monkeypatch)
 
 
 @pytest.mark.parametrize("architecture, where, expected", [
@@ -182,7 +184,7 @@ def test_a_linears_products_on_panels_match_blas_and_run_on_panels(monkeypatch, 
     calls = []
     matmul = panels.panel_matmul_numba
     monkeypatch.setattr(panels, "panel_matmul_numba", lambda a, b: calls.append(a.shape + b.shape) or matmul(a, b))
-    monkeypatch.setattr(panels, "PRODUCTS", True)
+    panels_forced_on(monkeypatch)
     with use_backend("numba"):
         on, off = both(lambda: linear_step(op), "panel_products")
     assert calls == [(70, 40, 40, 50), (70, 50, 50, 40), (50, 70, 70, 40)]  # x·Wᵀ, g·W, gᵀ·x; off: none
@@ -193,7 +195,7 @@ def test_a_linears_products_on_panels_match_blas_and_run_on_panels(monkeypatch, 
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * scale)
 
 
-def test_a_linear_on_panels_matches_torch():
+def test_a_linear_on_panels_matches_torch(monkeypatch):
     torch = pytest.importorskip("torch")
     from tinygrad_lite import Tensor, nn
     from tinygrad_lite.kernels import use_backend
@@ -201,13 +203,10 @@ def test_a_linear_on_panels_matches_torch():
     x = rng.standard_normal((96, 48)).astype(np.float32)
     up = rng.standard_normal((96, 64)).astype(np.float32)
     lin = nn.Linear(48, 64)
+    panels_forced_on(monkeypatch)
     with use_backend("numba"):
-        old, panels.PRODUCTS = panels.PRODUCTS, True
-        try:
-            xt = Tensor(x, requires_grad=True)
-            (lin(xt) * Tensor(up)).sum().backward()
-        finally:
-            panels.PRODUCTS = old
+        xt = Tensor(x, requires_grad=True)
+        (lin(xt) * Tensor(up)).sum().backward()
     tx = torch.tensor(x, requires_grad=True)
     tw = torch.tensor(lin.weight.data, requires_grad=True)
     tb = torch.tensor(lin.bias.data, requires_grad=True)

@@ -1,8 +1,10 @@
 """CPU kernels for the Transformer's hot spots, each as a Numba JIT kernel and a NumPy twin.
 
 The twins are the readable definitions; the Numba kernels are the fast path and are tested
-against them (matmul is np.matmul on both backends: OpenBLAS beat every Numba kernel tried, except
-on attention's per-head products, which kernels.simd's micro-kernels take in float32).
+against them. `matmul` is np.matmul (OpenBLAS) on both backends; Numba products run only where they
+measured faster: attention's per-head products in float32 (kernels.simd's micro-kernels, in the tile
+kernels) and, on AVX-512 CPUs whose OpenBLAS runs 8-float kernels, a Linear's training products
+(kernels.panels, where panels.beats_blas says so; decoding's products in transformer's decoder kernel).
 All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
 them: the Tensor methods and nn.functional check what users pass.
 
@@ -16,11 +18,12 @@ them: the Tensor methods and nn.functional check what users pass.
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
     attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
+    attention_engine(queries) -> 'numba' | 'blas'             the per-query kernel's rule (kernels.attention)
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
     cross_entropy_backward(logp, targets, weight, eps) -> dx   label-smoothed CE's gradient in one pass
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
-    panels.pack_panels(w) / panels.panel_linear(x, panels, b)  x·Wᵀ + b with W packed once (AVX-512; decoding)
+    panels.pack_panels(w) / panels.panel_product(...)          x·Wᵀ + b with W packed once (AVX-512; decoding)
     panels.panel_matmul_numba(a, b) / panels.beats_blas(a, b)  a · b on it (training, if BLAS has 8-float kernels)
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.

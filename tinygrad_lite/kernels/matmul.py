@@ -11,8 +11,11 @@ reshape a 1-D vector to (1, K) or (K, 1) first. float32 and float64, one dtype f
 The operands are trusted (Tensor.matmul checks them, with the user's shapes in its messages);
 asserts state the preconditions.
 
-Engine: ``np.matmul`` (OpenBLAS) on both backends. A Numba matmul kernel was measured 2-8x
-slower than OpenBLAS at every shape swept and was removed; bench/README.md keeps the numbers.
+Engine: ``np.matmul`` (OpenBLAS) on both backends: a general Numba matmul kernel measured 2-8x
+slower than OpenBLAS at every shape swept (bench/README.md keeps the numbers). Products with a
+known shape have their own kernels where those measured faster: attention's per-head products
+(kernels.attention_tiles, on kernels.simd) and a Linear's three training products on AVX-512 CPUs
+whose OpenBLAS runs 8-float kernels (kernels.panels; the branch is nn.functional._product).
 """
 import numpy as np
 

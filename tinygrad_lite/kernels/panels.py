@@ -1,7 +1,11 @@
 """y = x · Wᵀ + b with W packed once into panels of 32 columns of Wᵀ: a product for weights used many times.
 
     pack_panels(weight) -> panels                  weight (n, K) as a Linear holds it; panels (P, K, 32)
-    panel_linear(x, panels, bias) -> y              x (R, K), bias (n,), y (R, n) = x · weightᵀ + bias
+    panel_product(x, panels, bias, out)            out (R, n) = x (R, K) · weightᵀ + bias, inside a Numba kernel
+                                                   (transformer's decoder kernel)
+    panel_linear_numba(x, panels, bias) -> y       the same from Python; panel_linear_numpy, its NumPy twin
+    panel_matmul_numba(a, b) -> a · b              b packed on the way: a Linear's training products, where
+                                                   beats_blas(a, b) says so (nn.functional._product)
 
 Panel p holds columns 32p .. 32p + 31 of Wᵀ, row after row (zeros past column n): the 32 weights a
 step of the product needs lie side by side, in the order the product reads them. OpenBLAS packs
@@ -124,12 +128,6 @@ def panel_linear_numba(x, panels, bias):
     return out
 
 
-def panel_linear(x, panels, bias):
-    """x · Wᵀ + bias from W's panels, on the selected backend."""
-    impl = panel_linear_numba if use_numba() else panel_linear_numpy
-    return impl(x, panels, bias)
-
-
 def panel_matmul_numpy(a, b):
     """a · b (NumPy twin: BLAS)."""
     return a @ b
@@ -148,7 +146,6 @@ def _zeros(n: int) -> np.ndarray:
     return zeros
 
 
-PRODUCTS = None   # None: where beats_blas's rule says; True / False: always / never (tests, A/B runs)
 NARROW_OPENBLAS = ("haswell", "zen", "sandybridge")   # OpenBLAS kernels of 8-float vectors or fewer
 
 
@@ -161,8 +158,6 @@ def beats_blas(a, b) -> bool:
     0.89x with panels), and at 2 threads BLAS uses both cores: BLAS stays there."""
     if a.dtype != np.float32 or a.shape[0] < ROWS * 4 or b.shape[1] < PANEL:
         return False
-    if PRODUCTS is not None:
-        return PRODUCTS and use_numba()
     return use_numba() and get_num_threads() == 1 and wide_vectors() and narrow_blas()
 
 
