@@ -15,6 +15,8 @@ import pytest
 import transformer
 import transformer.walkthrough as wt
 import viz.plots
+from tinygrad_lite import fast, kernels
+from transformer.walkthrough import end_to_end, sections
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "walkthrough.py"
@@ -225,7 +227,7 @@ def test_positional_encoding_claims():
 
 
 def test_shift_error_detects_a_table_that_is_not_sinusoidal():
-    table = wt.sinusoidal_table(50, 16, dtype=np.float64)
+    table = transformer.sinusoidal_table(50, 16, dtype=np.float64)
     assert wt.shift_error(table, 3) < 1e-12
     broken = table.copy()
     broken[20, 4] += 0.1
@@ -233,8 +235,8 @@ def test_shift_error_detects_a_table_that_is_not_sinusoidal():
 
 
 def test_translate_without_a_checkpoint_says_how_to_train(monkeypatch, capsys):
-    monkeypatch.setattr(wt, "DEFAULT_CHECKPOINT", Path("no-such-dir/checkpoint.safetensors"))
-    monkeypatch.setattr(wt, "LATEST_CHECKPOINT", Path("no-such-dir/latest.safetensors"))
+    monkeypatch.setattr(end_to_end, "DEFAULT_CHECKPOINT", Path("no-such-dir/checkpoint.safetensors"))
+    monkeypatch.setattr(end_to_end, "LATEST_CHECKPOINT", Path("no-such-dir/latest.safetensors"))
     r = wt.section_translate()
     assert r["translation"] is None
     assert "python -m transformer train" in capsys.readouterr().out
@@ -260,6 +262,26 @@ def test_translate_with_a_checkpoint(tmp_path):
 def test_run_returns_each_named_section():
     results = wt.run(["lookup", "cross"])
     assert list(results) == ["lookup", "cross"]
+
+
+def test_run_computes_on_the_plain_path_and_restores_the_switches(monkeypatch):
+    """What a learner sees comes from the formulas: inside run() every trick is off and the kernels
+    run their NumPy twins; afterwards the switches are as they were."""
+    seen = {}
+
+    def probe(figures=None):
+        seen["tricks"] = {name: getattr(fast.TRICKS, name) for name in fast.NAMES}
+        seen["backend"] = kernels.get_backend()
+        return {}
+    before = {name: getattr(fast.TRICKS, name) for name in fast.NAMES}, kernels.get_backend()
+    monkeypatch.setitem(sections.SECTIONS, "probe", probe)
+    with fast.tricks_on(), kernels.use_backend("numba"):
+        on = {name: getattr(fast.TRICKS, name) for name in fast.NAMES}, kernels.get_backend()
+        wt.run(["probe"])
+        after = {name: getattr(fast.TRICKS, name) for name in fast.NAMES}, kernels.get_backend()
+    assert not any(seen["tricks"].values()) and seen["backend"] == "numpy"
+    assert after == on
+    assert ({name: getattr(fast.TRICKS, name) for name in fast.NAMES}, kernels.get_backend()) == before
 
 
 # ---------------------------------------------------------------- the command line
@@ -294,6 +316,20 @@ def test_unknown_section_exits_2_with_one_line():
     for name in wt.SECTIONS:
         assert name in lines[0]
     assert proc.stdout == ""
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """`python examples/walkthrough.py | head -50`: the pipe is closed before the lesson ends (here
+    before it starts); the script stops quietly with exit status 0, no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, str(SCRIPT)], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, encoding="utf-8", timeout=120, env=SUBPROCESS_ENV, check=False)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
 
 
 def test_missing_checkpoint_exits_2(tmp_path):
