@@ -1,4 +1,4 @@
-"""The decoder_kernel trick (transformer/decoder_kernel.py) against its plain twin, the Tensor
+"""The decoder_kernel trick (transformer/fast/) against its plain twin, the Tensor
 decoder with its key/value cache: the same tokens and the same log-probs within float rounding,
 greedy and beam search, on post-/pre-LN, final norm, tied embeddings, float32/float64, batch 1 and
 ragged padded batches whose rows finish at different steps; and the plain path where it must run."""
@@ -10,8 +10,9 @@ import trick_switches
 import tinygrad_lite as tl
 from tinygrad_lite import fast, kernels
 from tinygrad_lite.kernels import panels
-from transformer import Transformer, decoder_kernel, decoding
+from transformer import Transformer, decoding
 from transformer.decoding import beam_search_batch, greedy_decode
+from transformer.fast import decode_memory, decoder_kernel, decoder_weights, numpy_sgemm
 
 BOS, PAD = 2, 0
 NEVER = -1  # an <eos> that never comes: every row runs max_len steps
@@ -194,8 +195,8 @@ def test_without_scipy_numbas_blas_is_missing_so_decoding_takes_the_plain_path(m
     """Numba's np.dot calls SciPy's BLAS bindings: a venv without SciPy must decode, not crash."""
     model = model_of("post-LN", np.float32)
     assert decoder_kernel.supports(model)
-    real_find_spec = decoder_kernel.importlib.util.find_spec
-    monkeypatch.setattr(decoder_kernel.importlib.util, "find_spec",
+    real_find_spec = decoder_weights.importlib.util.find_spec
+    monkeypatch.setattr(decoder_weights.importlib.util, "find_spec",
                         lambda name, *a: None if name == "scipy" else real_find_spec(name, *a))
     assert not decoder_kernel.supports(model)
     made = []
@@ -259,7 +260,7 @@ def test_numpy_sgemm_gives_np_dots_log_probs(monkeypatch):
     (SciPy's OpenBLAS) within rounding; and the kernels use it whenever NumPy's library has it."""
     from types import SimpleNamespace
     real = decoder_kernel._kernels()
-    assert real.numpy_sgemm == (decoder_kernel.numpy_sgemm_address() != 0)
+    assert real.numpy_sgemm == (numpy_sgemm.numpy_sgemm_address() != 0)
     if not real.numpy_sgemm:
         pytest.skip("this NumPy bundles no OpenBLAS with scipy_cblas_sgemm64_")
     model, src = model_of("pre-LN, final norm", np.float32), ragged_sources(20)
@@ -269,7 +270,7 @@ def test_numpy_sgemm_gives_np_dots_log_probs(monkeypatch):
     def steps():
         with tl.no_grad():
             kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 20, 4)
-            return kernel.stack[14], [kernel.step(prefix[:, :t], np.arange(20)) for t in range(1, 5)]
+            return kernel.stack.numpy_sgemm, [kernel.step(prefix[:, :t], np.arange(20)) for t in range(1, 5)]
     used, with_sgemm = steps()
     monkeypatch.setattr(decoder_kernel, "_kernels", lambda: SimpleNamespace(**{**vars(real), "numpy_sgemm": False}))
     unused, with_dot = steps()
@@ -288,15 +289,16 @@ def test_without_numpy_sgemm_the_kernels_bind_a_stand_in_and_decode_with_np_dot(
     code = """
 import numpy as np
 import tinygrad_lite as tl
-from transformer import decoder_kernel, decoding
-decoder_kernel.numpy_sgemm_address = lambda: 0
+from transformer import decoding
+from transformer.fast import decoder_kernel, numpy_sgemm
+numpy_sgemm.numpy_sgemm_address = lambda: 0
 import sys
 sys.path.insert(0, "tests")  # this file's helpers (trick_switches), as pytest finds them
 import test_decoder_kernel as t
 model, src = t.model_of("post-LN", np.float32), t.ragged_sources(20)
 with tl.no_grad():
     kernel = decoder_kernel.DecoderKernel(model, src, src != t.PAD, 20, 4)
-assert kernel.stack[14] is False and decoder_kernel._kernels().numpy_sgemm is False
+assert kernel.stack.numpy_sgemm is False and decoder_kernel._kernels().numpy_sgemm is False
 with tl.fast.tricks_on("decoder_kernel"):
     fast_tokens = decoding.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
 with tl.fast.tricks_off("decoder_kernel"):
@@ -311,7 +313,7 @@ print("ok")
 
 
 def kept_block():
-    return getattr(decoder_kernel._DecodeMemory._kept, "block", None)
+    return getattr(decode_memory.DecodeMemory._kept, "block", None)
 
 
 def shares_block(kernel, block) -> bool:
@@ -322,7 +324,7 @@ def shares_block(kernel, block) -> bool:
 def test_a_decode_reuses_the_memory_of_the_one_before_whatever_it_left_there(dtype):
     """The second decode of a size runs in the first one's block; the block filled with NaN
     bytes in between (garbage a decode of another model could leave) changes no token or score."""
-    decoder_kernel.release_decode_memory()
+    decode_memory.release_decode_memory()
     model = model_of("pre-LN, final norm", dtype)
     src = ragged_sources(6)
     with tl.no_grad():
@@ -374,7 +376,7 @@ def test_a_larger_decode_gets_a_larger_block_and_release_frees_it():
         kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 9, 10)
         assert shares_block(kernel, block)  # 9 rows fit the block the first 9-row decode asked for
         del kernel
-    decoder_kernel.release_decode_memory()
+    decode_memory.release_decode_memory()
     assert kept_block() is None
 
 
@@ -389,17 +391,18 @@ LAYOUTS = {  # (TRANSPOSED_FROM_ROWS, PANELS_FROM_ROWS): the decoder's weights (
 
 def use_layout(monkeypatch, layout):
     transposed_from, panels_from = LAYOUTS[layout]
-    monkeypatch.setattr(decoder_kernel, "TRANSPOSED_FROM_ROWS", transposed_from)
-    monkeypatch.setattr(decoder_kernel, "PANELS_FROM_ROWS", panels_from)
+    monkeypatch.setattr(decoder_weights, "TRANSPOSED_FROM_ROWS", transposed_from)
+    monkeypatch.setattr(decoder_weights, "PANELS_FROM_ROWS", panels_from)
     monkeypatch.setattr(panels, "wide_vectors", lambda: True)  # correct on any CPU, used on AVX-512 ones
 
 
 def layout_of(kernel) -> str:
-    if kernel.stack[0].ndim == 4:
-        assert kernel.stack[2].ndim == 5 and kernel.stack[4].ndim == kernel.stack[6].ndim == 4
+    stack = kernel.stack
+    if stack.qkv_w.ndim == 4:
+        assert stack.attn_w.ndim == 5 and stack.w_1.ndim == stack.w_2.ndim == 4
         assert kernel.generator[0].ndim == 3
         return "panels"
-    return "transposed" if kernel.stack[15] else "rows"
+    return "transposed" if stack.transposed else "rows"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -457,3 +460,30 @@ def test_by_default_one_row_keeps_the_weights_as_they_are_and_more_rows_take_pan
                 else "rows"
             assert layout_of(kernel) == expected
             del kernel
+
+
+@pytest.mark.parametrize("rows", [1, 64])
+def test_decoder_layouts_off_keeps_the_linears_layout_and_np_dot_with_the_same_tokens(rows):
+    """TRICKS.decoder_layouts off: (out, in) weights and np.dot at every row count; greedy decoding
+    and beam search (rows = sentences × beam) give the tokens and log-probs the trick's layouts give."""
+    model = model_of("pre-LN, final norm", np.float32)
+    src = ragged_sources(rows)
+    beam_src, beam_size = (ragged_sources(1), 1) if rows == 1 else (ragged_sources(16), 4)
+    with fast.tricks_on("decoder_kernel"), tl.no_grad():
+        for switch in (fast.tricks_on, fast.tricks_off):
+            with switch("decoder_layouts"):
+                kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 4)
+                plain = switch is fast.tricks_off
+                assert (layout_of(kernel) == "rows") == (plain or rows == 1), layout_of(kernel)
+                assert kernel.stack.numpy_sgemm == (not plain and decoder_kernel._kernels().numpy_sgemm)
+                del kernel
+        (tokens, scores), (plain_tokens, plain_scores) = trick_switches.both(
+            lambda: greedy_decode(model, src, BOS, NEVER, 12), "decoder_layouts")
+        beams, plain_beams = trick_switches.both(
+            lambda: beam_search_batch(model, beam_src, BOS, 5, beam_size=beam_size, max_len=8), "decoder_layouts")
+    assert tokens.shape == (rows, 12)
+    np.testing.assert_array_equal(tokens, plain_tokens)
+    assert_close(scores, plain_scores, np.float32)
+    for (tokens, logp, norm), (plain_tokens, plain_logp, plain_norm) in zip(beams, plain_beams, strict=True):
+        np.testing.assert_array_equal(tokens, plain_tokens)
+        assert_close([logp, norm], [plain_logp, plain_norm], np.float32)

@@ -36,7 +36,7 @@ def set_num_threads(n: int) -> None:
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=n)  # the BLAS libraries loaded so far; those loaded later read these:
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # e.g. SciPy's OpenBLAS,
-        os.environ[var] = str(n)  # loaded when a Numba kernel first calls np.dot (transformer.decoder_kernel)
+        os.environ[var] = str(n)  # loaded when a Numba kernel first calls np.dot (transformer.fast.decoder_kernel)
     numba = sys.modules.get("numba")
     if numba is not None:
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))

@@ -14,7 +14,7 @@ import numpy as np
 from tinygrad_lite import Tensor, is_grad_enabled, kernels, no_grad
 from tinygrad_lite.fast import TRICKS
 
-from . import decoder_kernel
+from .fast import decoder_kernel
 from .masks import padding_mask
 
 
@@ -74,7 +74,7 @@ def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -
 
 def _fused_decoder(model, src: np.ndarray, src_mask: np.ndarray, rows: int, max_len: int):
     """The decoder_kernel trick: the encoder in one Numba call and each decoder step in one
-    (transformer.decoder_kernel), or None where the plain path (model.encode, then `_step`: their
+    (transformer.fast.decoder_kernel), or None where the plain path (model.encode, then `_step`: their
     test oracle) runs: trick off, the NumPy backend, or a model the kernels do not implement."""
     if TRICKS.decoder_kernel:
         if kernels.get_backend() == "numba" and decoder_kernel.supports(model):

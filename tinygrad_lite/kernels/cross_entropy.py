@@ -36,8 +36,8 @@ def cross_entropy_backward_numpy(logp, targets, weight, eps):
 def _numba_kernels(numba):
     """The Numba kernel: rows in chunks of about softmax.CHUNK_ELEMS elements, one flat exp pass
     per chunk (the softmax kernels' vectorised exp), then each row scaled."""
-    _softmax._numba_kernels()  # registers _simd_exp and _chunking
-    _simd_exp, _chunking = _softmax._simd_exp, _softmax._chunking
+    _softmax._numba_kernels()  # registers simd_exp and _chunking
+    simd_exp, _chunking = _softmax.simd_exp, _softmax._chunking
 
     @numba.njit(cache=True, parallel=True, fastmath=FASTMATH)
     def backward(logp, targets, weight, smooth, hit, dx):
@@ -47,7 +47,7 @@ def _numba_kernels(numba):
             start, stop = chunk * step, min((chunk + 1) * step, n_rows)
             flat_y, flat_dx = logp[start:stop].reshape((stop - start) * n), dx[start:stop].reshape((stop - start) * n)
             for i in range(flat_y.size):
-                flat_dx[i] = _simd_exp(flat_y[i])
+                flat_dx[i] = simd_exp(flat_y[i])
             for r in range(start, stop):
                 w = weight[r]
                 total = dx.dtype.type(0)

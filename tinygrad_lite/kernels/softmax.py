@@ -194,12 +194,12 @@ _ROUNDING_SHIFT_BITS_F32 = np.int32(_ROUNDING_SHIFT_F32.view(np.int32))
 # closure variables, because Numba keys its on-disk cache on the pickled closure, which would
 # change from run to run if it held jit functions.
 
-def _simd_exp(x):
+def simd_exp(x):
     """exp that LLVM can vectorise (libm's exp is a scalar call)."""
     return np.exp(x)
 
 
-def _row_max(a, r):
+def row_max(a, r):
     """max of row r of 2-D a, skipping NaNs after the first element."""
     return max(a[r])
 
@@ -239,7 +239,7 @@ def _numba_kernels(numba):
     casts = _bit_casts(numba)
     exp_f32, exp_f64 = _compile_exp(numba, casts)
 
-    @overload(_simd_exp, jit_options={"fastmath": {"contract"}})
+    @overload(simd_exp, jit_options={"fastmath": {"contract"}})
     def _simd_exp_typed(x):
         if x == types.float32:
             return lambda x: exp_f32(x)
@@ -325,7 +325,7 @@ def _compile_exp(numba, casts):
 
 
 def _register_row_max(numba, casts):
-    """Compile _row_max.
+    """Compile row_max.
 
     Short rows: four running maxima instead of one, so the compares of a row do not wait on each
     other. Long rows: compare the floats' bit patterns as integers, which LLVM turns into SIMD
@@ -337,7 +337,7 @@ def _register_row_max(numba, casts):
     from numba.core import types
     from numba.extending import overload
 
-    @overload(_row_max)
+    @overload(row_max)
     def _row_max_typed(a, r):
         if a.dtype == types.float32:
             to_bits, from_bits, int_type = casts.bits_of_float32, casts.float32_from_bits, np.int32
@@ -350,7 +350,7 @@ def _register_row_max(numba, casts):
         def ordered(bits):
             return bits ^ ((bits >> sign_shift) & magnitude)
 
-        def row_max(a, r):
+        def row_max_of(a, r):
             n = a.shape[1]
             if n >= 64:
                 key = ordered(to_bits(a[r, 0]))
@@ -367,7 +367,7 @@ def _register_row_max(numba, casts):
             for j in range(full, n):
                 m0 = max(m0, a[r, j])
             return max(max(m0, m1), max(m2, m3))
-        return row_max
+        return row_max_of
 
 
 # Chunk bodies. Rows arrive as views indexed from 0, so LLVM can prove indices non-negative and
@@ -386,18 +386,18 @@ def _register_softmax_rows(numba):
                     m = mask_row_of[r]
                     for j in range(n):
                         out[r, j] = x[r, j] * scale + mask[m, j]
-                    top = _row_max(out, r)
+                    top = row_max(out, r)
                     if top != -np.inf:
                         for j in range(n):
                             out[r, j] -= top
                 else:  # max(x * scale) = max(x) * scale exactly, as scale >= 0 here
-                    top = _row_max(x, r) * scale
+                    top = row_max(x, r) * scale
                     top = x.dtype.type(0) if top == -np.inf else top
                     for j in range(n):
                         out[r, j] = x[r, j] * scale - top
             flat = out.reshape(out.size)
             for i in range(flat.size):
-                flat[i] = _simd_exp(flat[i])
+                flat[i] = simd_exp(flat[i])
             for r in range(x.shape[0]):
                 total = x.dtype.type(0)
                 for j in range(n):
@@ -436,14 +436,14 @@ def _register_log_softmax_rows(numba):
         def log_softmax_rows(x, out):
             n = x.shape[1]
             for r in range(x.shape[0]):
-                top = _row_max(x, r)
+                top = row_max(x, r)
                 top = x.dtype.type(0) if top == -np.inf else top
                 for j in range(n):
                     out[r, j] = x[r, j] - top
             exps = np.empty(x.shape, dtype=x.dtype)
             flat_out, flat_exps = out.reshape(out.size), exps.reshape(exps.size)
             for i in range(flat_out.size):
-                flat_exps[i] = _simd_exp(flat_out[i])
+                flat_exps[i] = simd_exp(flat_out[i])
             for r in range(x.shape[0]):
                 total = x.dtype.type(0)
                 for j in range(n):
@@ -460,7 +460,7 @@ def _register_log_softmax_rows(numba):
             n = y.shape[1]
             flat_y, flat_dx = y.reshape(y.size), dx.reshape(dx.size)
             for i in range(flat_y.size):
-                flat_dx[i] = _simd_exp(flat_y[i])
+                flat_dx[i] = simd_exp(flat_y[i])
             for r in range(y.shape[0]):
                 total_p = y.dtype.type(0)
                 total_dy = y.dtype.type(0)
