@@ -1,92 +1,19 @@
 """Adam and AdamW (Kingma & Ba, 2015; Loshchilov & Hutter, 2019) with PyTorch's exact update.
 
-The paper trains the Transformer with Adam, β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3).
-
-The update of each parameter is one pass over its four arrays (parameter, gradient, m, v) in a
-Numba kernel, `adam_update_numba`; its NumPy twin `adam_update_numpy` makes about ten passes, one
-per operation, and is what runs with TINYGRAD_LITE_BACKEND=numpy. Both do the same float
-operations in the same order in the parameter's dtype, so they agree to the last bit. On the
-paper's base model (53M parameters) the step is memory-bound: one pass instead of ten is the
-difference (bench/README.md).
+The paper trains the Transformer with Adam, β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3). The update
+below runs as one pass per parameter in a Numba kernel, or as its NumPy twin, one array
+operation at a time (tinygrad_lite.kernels.adam).
 """
 from __future__ import annotations
-
-import functools
-import math
 
 import numpy as np
 
 from ..checks import number
-from ..kernels.backend import lazy_kernels, threads_for, use_numba
+from ..kernels.adam import adam_update_numba, adam_update_numpy
+from ..kernels.backend import use_numba
 from .optimizer import Optimizer
 
-
-def adam_update_numpy(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
-    """One Adam step for one parameter, in place (NumPy twin): param, exp_avg, exp_avg_sq change."""
-    if weight_decay:
-        if decoupled:
-            param *= 1 - lr * weight_decay
-        else:
-            grad = grad + weight_decay * param
-    scratch = np.multiply(grad, grad)
-    scratch *= 1 - beta2
-    exp_avg_sq *= beta2
-    exp_avg_sq += scratch
-    np.multiply(grad, 1 - beta1, out=scratch)
-    exp_avg *= beta1
-    exp_avg += scratch
-    np.sqrt(exp_avg_sq, out=scratch)
-    scratch /= math.sqrt(1 - beta2 ** step)
-    scratch += eps
-    np.divide(exp_avg, scratch, out=scratch)
-    scratch *= lr / (1 - beta1 ** step)
-    param -= scratch
-
-
-@lazy_kernels
-def _numba_kernels(numba):
-    """Compile-on-first-use Numba kernel; returns it. No fastmath: the twin's rounding is kept."""
-
-    @functools.partial(numba.njit, cache=True, parallel=True)
-    def adam_update(param, grad, exp_avg, exp_avg_sq, one_minus_beta1, beta1, one_minus_beta2, beta2,
-                    bias_correction2_sqrt, eps, step_size, weight_decay, decoupled_factor):
-        for i in numba.prange(param.size):
-            g = grad[i]
-            if weight_decay != 0:
-                g = g + weight_decay * param[i]
-            p = param[i] * decoupled_factor
-            v = exp_avg_sq[i] * beta2 + (g * g) * one_minus_beta2
-            m = exp_avg[i] * beta1 + g * one_minus_beta1
-            exp_avg_sq[i] = v
-            exp_avg[i] = m
-            param[i] = p - (m / (np.sqrt(v) / bias_correction2_sqrt + eps)) * step_size
-
-    return adam_update
-
-
-def adam_update_numba(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
-    """One Adam step for one parameter, in place, as a single pass (Numba kernel). Arrays that are
-    not C-contiguous, or whose dtypes differ, go to the NumPy twin."""
-    dtype = param.dtype
-    if not (param.flags.c_contiguous and grad.flags.c_contiguous and exp_avg.flags.c_contiguous
-            and exp_avg_sq.flags.c_contiguous and grad.dtype == exp_avg.dtype == exp_avg_sq.dtype == dtype
-            and dtype in (np.float32, np.float64)):
-        return adam_update_numpy(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
-                                 decoupled, step)
-    with threads_for(param.size):
-        _numba_kernels()(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
-                         *_kernel_scalars(dtype, lr, beta1, beta2, eps, weight_decay, decoupled, step))
-
-
-@functools.lru_cache(maxsize=64)
-def _kernel_scalars(dtype, lr, beta1, beta2, eps, weight_decay, decoupled, step) -> tuple:
-    """The kernel's scalar arguments in the parameter's dtype: the same for every parameter of a
-    group at one step, so computed once (a step updates ~100 parameters)."""
-    t = dtype.type
-    coupled_decay = t(weight_decay if weight_decay and not decoupled else 0)
-    decoupled_factor = t(1 - lr * weight_decay if weight_decay and decoupled else 1)
-    return (t(1 - beta1), t(beta1), t(1 - beta2), t(beta2), t(math.sqrt(1 - beta2 ** step)), t(eps),
-            t(lr / (1 - beta1 ** step)), coupled_decay, decoupled_factor)
+__all__ = ["Adam", "AdamW", "adam_update_numba", "adam_update_numpy"]
 
 
 class Adam(Optimizer):
