@@ -70,8 +70,9 @@ def transformer_step(dtype=np.float64):
     return [loss.data, logits.data] + [p.grad for p in model.parameters()]
 
 
-ROUNDED = ("decoder_kernel", "fused_cross_entropy", "skip_padding", "panel_products")  # equal to rounding only:
-#   tests/test_decoder_kernel.py, tests/test_fused_cross_entropy.py, tests/test_skip_padding.py, tests/test_panels.py
+ROUNDED = ("decoder_kernel", "fused_cross_entropy", "skip_padding", "panel_products", "attention_kernels",
+           "blas_reductions")  # equal to rounding only: tests/test_decoder_kernel.py,
+#   tests/test_fused_cross_entropy.py, tests/test_skip_padding.py, tests/test_panels.py, and below
 BIT_EXACT = tuple(n for n in fast.NAMES if n not in ROUNDED)
 
 
@@ -242,3 +243,93 @@ def test_fused_kernels_match_their_numpy_twins(backend, dtype):
                          fused.relu_dropout_backward_numpy(g.reshape(20, 6), h, scale)])
     assert (h > 0).any() and (h == 0).any() and np.isin(fused.add_dropout_numpy(x, s, keep, scale), x).any()
 
+
+
+# ---------------------------------------------------------------- attention_kernels
+TOL = {np.float32: {"rtol": 1e-4, "atol": 1e-5}, np.float64: {"rtol": 1e-11, "atol": 1e-12}}
+
+
+def assert_close(on, off, dtype):
+    assert len(on) == len(off)
+    for a, b in zip(on, off):
+        assert a is not None and b is not None and a.shape == b.shape
+        np.testing.assert_allclose(a, b, **TOL[dtype])
+
+
+def attention_step(dtype, T_q, d, rows):
+    """fused_attention's output and q, k, v gradients, dropout on, padded (B, T, h·d) or on the real rows."""
+    tl.manual_seed(4)
+    rng = np.random.default_rng(T_q * d)
+    B, T_k, h = 3, 7, 2
+    lengths_q, lengths_k = [T_q, max(T_q - 2, 1), 1], [7, 4, 2]
+    q_real = np.arange(T_q)[None, :] < np.array(lengths_q)[:, None]
+    k_real = np.arange(T_k)[None, :] < np.array(lengths_k)[:, None]
+    n_q, n_k = (int(q_real.sum()), int(k_real.sum())) if rows else (B * T_q, B * T_k)
+    q, k, v = (Tensor(rng.standard_normal((n,) + (h * d,)).astype(dtype), requires_grad=True)
+               for n in (n_q, n_k, n_k))
+    if rows:
+        out = F.fused_attention(q, k, v, dropout_p=0.2, heads=h, real=(q_real, k_real))
+    else:
+        q4, k4, v4 = q.reshape(B, T_q, h * d), k.reshape(B, T_k, h * d), v.reshape(B, T_k, h * d)
+        out = F.fused_attention(q4, k4, v4, mask=k_real[:, None, None, :], dropout_p=0.2, heads=h)
+    (out * Tensor(rng.standard_normal(out.shape).astype(dtype))).sum().backward()
+    return [out.data, q.grad, k.grad, v.grad]
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("dtype, T_q, d, rows", [
+    (np.float32, 5, 8, False),    # numba: the tile kernels
+    (np.float32, 1, 8, False),    # numba: the per-query kernel
+    (np.float64, 4, 5, False),    # numba: BLAS around the Numba softmax
+    (np.float32, 5, 8, True),     # numba: the tile kernels on the real rows, in place
+    (np.float64, 4, 5, True)])    # numba: the rows back in the padded layout
+def test_attention_kernels_off_runs_the_numpy_twin_and_matches(monkeypatch, backend, dtype, T_q, d, rows):
+    from tinygrad_lite.kernels import attention, use_backend
+    twin_calls = []
+    for name in ("attention_forward_numpy", "attention_forward_rows_numpy"):
+        original = getattr(attention, name)
+        monkeypatch.setattr(attention, name, lambda *a, f=original, n=name: twin_calls.append(n) or f(*a))
+    with use_backend(backend):
+        with fast.tricks_on("attention_kernels"):
+            on = attention_step(dtype, T_q, d, rows)
+        on_calls, twin_calls[:] = list(twin_calls), []
+        with fast.tricks_off("attention_kernels"):
+            off = attention_step(dtype, T_q, d, rows)
+    assert twin_calls == (["attention_forward_rows_numpy", "attention_forward_numpy"] if rows
+                          else ["attention_forward_numpy"])
+    assert on_calls == ([] if backend == "numba" else ["attention_forward_numpy"])
+    assert_close(on, off, dtype)
+    assert all(np.abs(g).max() > 0 for g in on)
+
+
+# ---------------------------------------------------------------- blas_reductions
+def linear_and_smoothed_loss(dtype):
+    """A Linear's output, its bias gradient (column sums) and a label-smoothed loss (row means) with its
+    gradient."""
+    tl.manual_seed(5)
+    rng = np.random.default_rng(5)
+    lin = nn.Linear(12, 40, dtype=dtype)
+    x = Tensor(rng.standard_normal((2, 9, 12)).astype(dtype), requires_grad=True)
+    logits = lin(x).reshape(-1, 40)
+    target = rng.integers(0, 40, size=18)
+    target[3] = -100
+    loss = F.cross_entropy(logits, target, label_smoothing=0.1)
+    per_row = F.cross_entropy(logits, target, label_smoothing=0.2, reduction="none")
+    (loss + (per_row * Tensor(rng.standard_normal(18).astype(dtype))).sum()).backward()
+    return [loss.data, per_row.data, lin.bias.grad, lin.weight.grad, x.grad]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blas_reductions_off_reduces_with_numpy_and_matches(monkeypatch, dtype):
+    ones_calls = []
+    ones = F._ones
+    monkeypatch.setattr(F, "_ones", lambda n, t: ones_calls.append(n) or ones(n, t))
+    with fast.tricks_on("blas_reductions"):
+        on = linear_and_smoothed_loss(dtype)
+    assert sorted(set(ones_calls)) == [18, 40]   # rows of the bias gradient, classes of the row means
+    ones_calls.clear()
+    with fast.tricks_off("blas_reductions"):
+        off = linear_and_smoothed_loss(dtype)
+    assert ones_calls == []
+    assert_close(on, off, dtype)
+    assert np.abs(on[2]).max() > 0

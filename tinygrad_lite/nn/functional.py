@@ -13,7 +13,7 @@ import numpy as np
 from .. import kernels as K
 from ..checks import number, one_of, positive_int, probability
 from ..fast import TRICKS, cross_entropy_grad
-from ..kernels import panels
+from ..kernels import attention, panels
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -69,17 +69,21 @@ def _linear_grads(g2, x: Tensor, x2, weight: Tensor, w, bias: Tensor | None) -> 
 
 
 def _column_sums(g2):
-    """g2.sum(axis=0), the bias's gradient, as one BLAS matrix-vector product ones @ g2: 1.4-3.7x
-    faster than NumPy's reduction on a training step's (rows, out_features) float32 gradients."""
-    return _ones(g2.shape[0], g2.dtype) @ g2
+    """g2.sum(axis=0): the bias's gradient. Trick `blas_reductions`: one BLAS matrix-vector product
+    ones @ g2, 1.4-3.7x faster than NumPy's reduction on a training step's (rows, out_features) float32
+    gradients."""
+    if TRICKS.blas_reductions:
+        return _ones(g2.shape[0], g2.dtype) @ g2
+    return g2.sum(axis=0)
 
 
 def _row_means(a):
-    """a.mean(axis=1) of a 2-D array as a @ ones / n (BLAS, as _column_sums): ~8x faster than NumPy's
-    reduction on a step's (rows, vocab) float32 log-probabilities."""
-    if not a.shape[1]:
-        return a.mean(axis=1)
-    return (a @ _ones(a.shape[1], a.dtype)) * a.dtype.type(1.0 / a.shape[1])
+    """a.mean(axis=1) of a 2-D array: label smoothing's mean over the classes. Trick `blas_reductions`:
+    a @ ones / n (BLAS, as _column_sums), ~8x faster than NumPy's reduction on a step's (rows, vocab)
+    float32 log-probabilities."""
+    if TRICKS.blas_reductions and a.shape[1]:
+        return (a @ _ones(a.shape[1], a.dtype)) * a.dtype.type(1.0 / a.shape[1])
+    return a.mean(axis=1)
 
 
 def _product(a, b):
@@ -279,18 +283,31 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
         vd = _split_heads(op, "v", vd, heads)
     mask = _check_attention(op, qd, kd, vd, mask)
     keep, keep_scale = _attention_dropout((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p, training)
-    out, weights = K.attention_forward(qd, kd, vd, scale, mask, keep, keep_scale)
+    forward, backward_of = _attention_engines(rows=False)
+    out, weights = forward(qd, kd, vd, scale, mask, keep, keep_scale)
     if heads is not None:
         out = out.reshape(out.shape[:2] + (-1,))
 
     def backward(g):
         if heads is not None:
             g = g.reshape(g.shape[:2] + (heads, -1))
-        grads = K.attention_backward(qd, kd, vd, weights, g, scale, keep, keep_scale)
+        grads = backward_of(qd, kd, vd, weights, g, scale, keep, keep_scale)
         return tuple(None if not t.requires_grad else grad if heads is None else grad.reshape(t.shape)
                      for t, grad in zip((q, k, v), grads))
     result = q._make(out, op, (q, k, v), backward)
     return (result, weights) if need_weights else result
+
+
+def _attention_engines(rows: bool):
+    """(forward, backward) of fused attention, padded or on the real tokens' rows. Trick `attention_kernels`:
+    the backend's choice among the per-query Numba kernel, the SIMD tile kernels and BLAS around the Numba
+    softmax (kernels.attention). Plain version: the NumPy twin, matmul -> softmax -> matmul, on either backend."""
+    if TRICKS.attention_kernels:
+        return ((K.attention_forward_rows, K.attention_backward_rows) if rows
+                else (K.attention_forward, K.attention_backward))
+    if rows:
+        return attention.attention_forward_rows_numpy, attention.attention_backward_rows_numpy
+    return attention.attention_forward_numpy, attention.attention_backward_numpy
 
 
 def _attention_dropout(weights_shape: tuple, dropout_p: float, training: bool):
@@ -322,11 +339,11 @@ def _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights,
               for x, T in ((qd, T_q), (kd, T_k), (vd, T_k))]
     mask = _check_attention(op, *shaped, mask)
     keep, keep_scale = _attention_dropout((B, heads, T_q, T_k), dropout_p, training)
-    out, weights = K.attention_forward_rows(qd, kd, vd, q_real, k_real, scale, mask, keep, keep_scale)
+    forward, backward_of = _attention_engines(rows=True)
+    out, weights = forward(qd, kd, vd, q_real, k_real, scale, mask, keep, keep_scale)
 
     def backward(g):
-        grads = K.attention_backward_rows(qd, kd, vd, q_real, k_real, weights, g.reshape(out.shape), scale, keep,
-                                          keep_scale)
+        grads = backward_of(qd, kd, vd, q_real, k_real, weights, g.reshape(out.shape), scale, keep, keep_scale)
         return tuple(grad.reshape(t.shape) if t.requires_grad else None for t, grad in zip((q, k, v), grads))
     result = q._make(out.reshape(out.shape[0], -1), op, (q, k, v), backward)
     return (result, weights) if need_weights else result
