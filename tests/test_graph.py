@@ -19,9 +19,10 @@ import pytest
 from matplotlib import image as mpimg
 
 import viz
-from tinygrad_lite import Tensor, Value, kernels, manual_seed, retain_grads
+from tinygrad_lite import Tensor, Value, fast, kernels, manual_seed, retain_grads
 from tinygrad_lite.nn import Linear
 from tinygrad_lite.nn import functional as F
+from viz.fast_ops import FAST_OPS
 from viz.render import RENDERER_ENV, RendererMissingWarning
 
 render_module = importlib.import_module("viz.render")  # viz.render the name is the function
@@ -123,8 +124,7 @@ def micrograd_example(backward=True):
     return a, b, c, e, d
 
 
-@pytest.fixture(scope="module")
-def transformer_step():
+def record_transformer_step():
     """One training step of a d_model=32, N=2 Transformer, keeping every intermediate grad."""
     from transformer import Transformer
 
@@ -136,6 +136,25 @@ def transformer_step():
     with retain_grads():
         loss.backward()
     return model, loss
+
+
+@pytest.fixture(scope="module")
+def transformer_step():
+    """The step as the pictures show it: recorded under fast.plain(), the formula op by op."""
+    with fast.plain():
+        return record_transformer_step()
+
+
+def recorded_ops(root) -> list:
+    """The op of every recorded node that `root` depends on, once per node."""
+    ops, seen, stack = [], set(), [root]
+    while stack:
+        t = stack.pop()
+        if id(t) not in seen:
+            seen.add(id(t))
+            ops += [t._op] if t._prev else []
+            stack.extend(t._prev)
+    return ops
 
 
 # ---------------------------------------------------------------- scalar graphs
@@ -372,6 +391,50 @@ def test_transformer_grad_colouring_only_after_backward(transformer_step, tmp_pa
     after = read_svg(viz.render(viz.draw_graph(loss, model=model, collapse=2), tmp_path / "after.svg"))
     assert len(coloured(after["nodes"])) == len(after["nodes"]) and not black_edges(after)
     assert "gradient norm (log10 colour scale)" in after["all_text"]
+
+
+# ---------------------------------------------------------------- plain and fast paths
+def test_the_plain_step_shows_the_formula_op_by_op(transformer_step):
+    """Under fast.plain(): Eq. 1 as matmul, softmax, dropout, matmul; the FFN's relu; layer_norm."""
+    model, loss = transformer_step
+    ops = recorded_ops(loss)
+    assert {"matmul", "softmax", "dropout", "relu", "layer_norm"} <= set(ops)
+    assert not [op for op in ops if op in FAST_OPS or op.startswith("fused")]
+    assert ops.count("softmax") == 3 * N and ops.count("relu") == 2 * N  # attention blocks, FFNs
+    assert "fast path" not in viz.draw_graph(loss, model=model).source
+
+
+def test_each_fused_op_carries_the_formula_it_stands_for(tmp_path, any_renderer):
+    with fast.tricks_on():
+        model, loss = record_transformer_step()
+    ops = recorded_ops(loss)
+    assert ops.count("fused_attention") == 3 * N and ops.count("linear_relu_dropout") == 2 * N
+    assert ops.count("add_dropout") == 5 * N and "softmax" not in ops
+    graph = viz.draw_graph(loss, model=model)
+    svg = read_svg(viz.render(graph, tmp_path / "fast.svg"))
+    for op in ("fused_attention", "add_dropout", "linear_relu_dropout"):
+        labels = [n["lines"] for n in svg["nodes"] if n["lines"][0] == op]
+        assert len(labels) == ops.count(op) and all(lines == [op, f"= {FAST_OPS[op]}"] for lines in labels)
+        assert f'tooltip="{op}: {FAST_OPS[op]}' in graph.source
+    assert "softmax(Q·Kᵀ/√d_k + mask)·V" in FAST_OPS["fused_attention"]
+    assert FAST_OPS["add_dropout"] == "x + dropout(s)"
+    assert FAST_OPS["linear_relu_dropout"] == "dropout(relu(x·W1ᵀ + b1))"
+    assert "fast.plain()" in svg["all_text"]  # the caption says how to see the formula instead
+
+
+def test_every_op_in_the_formula_table_is_one_the_engine_records():
+    """FAST_OPS is keyed by the names the fused ops record; a renamed op would lose its label."""
+    manual_seed(0)
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32), requires_grad=True)
+    real = np.array([[True, True, False], [True, False, False]])
+    back = F.repad(F.unpad(x, real), real)
+    layer = Linear(4, 4)
+    hidden = F.linear_relu_dropout(F.add_dropout(x, back, p=0.1), layer.weight, layer.bias, p=0.1)
+    loss = F.fused_attention(hidden, hidden, hidden, dropout_p=0.1, heads=2).sum()
+    assert set(FAST_OPS) <= set(recorded_ops(loss))
+    source = viz.draw_graph(loss).source
+    for op, formula in FAST_OPS.items():
+        assert f"{op}\\n= {formula}" in source
 
 
 # ---------------------------------------------------------------- rendering

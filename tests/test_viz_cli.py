@@ -1,6 +1,7 @@
 """`python -m viz` as a user runs it: each subcommand writes a real file that is read back;
 bad input gives one line on stderr, exit code 2 and no traceback (unless --debug)."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+from viz.fast_ops import FAST_OPS
 from viz.render import RENDERER_ENV, find_renderer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +32,16 @@ def svg_nodes(path) -> list:
     root = ET.parse(path).getroot()
     return [[" ".join((t.text or "").replace("\xa0", " ").split()) for t in g.iter(f"{SVG}text")]
             for g in root.iter(f"{SVG}g") if g.get("class") == "node"]
+
+
+def dot_ops(path) -> list:
+    """The label lines of every op node of a .dot file, e.g. ["add_dropout", "= x + dropout(s)"]."""
+    ops = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        found = re.match(r'\s*t\d+_op \[label=(?:"((?:[^"\\]|\\.)*)"|([^\s\]]+))', line)
+        if found:
+            ops.append((found.group(1) if found.group(1) is not None else found.group(2)).split("\\n"))
+    return ops
 
 
 def svg_clusters(path) -> set:
@@ -82,7 +94,7 @@ def test_mlp_draws_the_tensor_backprop_graph(tmp_path, renderer):
 
 @pytest.mark.parametrize("backend", ["default", "numba"])
 def test_transformer_depth_2_is_readable(tmp_path, renderer, backend):
-    """The CLI runs the kernels' NumPy twins unless TINYGRAD_LITE_BACKEND asks for Numba."""
+    """The step is recorded under fast.plain() (the kernels' NumPy twins) whatever TINYGRAD_LITE_BACKEND says."""
     out = tmp_path / "t.svg"
     env = {} if backend == "default" else {"TINYGRAD_LITE_BACKEND": backend}
     assert_ok(run_viz("transformer", "--depth", "2", "--out", out, env=env), out)
@@ -116,6 +128,39 @@ def test_transformer_expand_opens_one_layer(tmp_path, renderer):
     titles = {lines[0] for lines in svg_nodes(out)}
     assert "encoder.layers.0.self_attn (MultiHeadAttention)" in titles
     assert "encoder.layers.1 (EncoderLayer)" in titles
+
+
+def test_transformer_graph_is_the_plain_formula_by_default(tmp_path):
+    """Eq. 1 as matmul, softmax, ·V; the FFN's relu; layer_norm: no fused op of the fast paths."""
+    out = tmp_path / "t.dot"
+    assert_ok(run_viz("transformer", "--depth", "none", "--layers", "1", "--out", out), out)
+    names = [lines[0].split()[0] for lines in dot_ops(out)]
+    assert {"matmul", "softmax", "relu", "layer_norm"} <= set(names)
+    assert not [n for n in names if n.startswith("fused_") or n in ("add_dropout", "linear_relu_dropout")]
+    assert names.count("softmax") == 3  # encoder self-, decoder self- (masked) and cross-attention
+    assert all(len(lines) == 1 for lines in dot_ops(out))  # no op carries a fused formula
+
+
+def test_fast_draws_the_fused_ops_each_labelled_with_its_formula(tmp_path):
+    out = tmp_path / "f.dot"
+    assert_ok(run_viz("transformer", "--depth", "none", "--layers", "1", "--fast", "--out", out), out)
+    ops = dot_ops(out)
+    names = [lines[0] for lines in ops]
+    # one encoder and one decoder layer: 3 attention blocks, 2 feed-forwards, 2 + 3 residuals
+    assert names.count("fused_attention") == 3 and names.count("linear_relu_dropout") == 2
+    assert names.count("add_dropout") == 5 and "softmax" not in names
+    for lines in ops:
+        if lines[0] in FAST_OPS:
+            assert lines == [lines[0], f"= {FAST_OPS[lines[0]]}"]
+    attention = next(lines for lines in ops if lines[0] == "fused_attention")
+    assert "softmax(Q·Kᵀ/√d_k + mask)·V" in attention[1] and "dropout" in attention[1]
+
+
+@pytest.mark.parametrize("command", ["transformer", "mlp"])
+def test_help_documents_fast(command):
+    done = run_viz(command, "--help")
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "--fast" in text and "fast.plain()" in text and "fused" in text
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,13 @@
     python -m viz xor --out xor.svg                       scalar MLP on XOR, one training step
     python -m viz mlp --out mlp.svg                       tensor MLP (tinygrad_lite.nn.MLP), one step
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
+    python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
+
+A training step's graph is recorded under tinygrad_lite.fast.plain(): the formula, one op at a
+time (Q·Kᵀ, the masked softmax, ·V; relu; layer_norm). --fast records it with every trick on, as
+training runs it: fused ops such as fused_attention, each labelled with the formula it stands for
+(viz.fast_ops.FAST_OPS).
 
 Bad input (a missing file, an unknown format, a directory that can't be written) gives one
 line on stderr and exit code 2; --debug shows the traceback instead.
@@ -69,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def graph_command(name, help_text, rankdir):
+    def graph_command(name, help_text, rankdir, fast=True):
         sub = commands.add_parser(name, help=help_text, description=help_text)
+        if fast:
+            sub.add_argument("--fast", action="store_true", help=FAST_HELP)
         sub.add_argument("--out", required=True, help="output file: .svg, .png, .pdf or .dot")
         sub.add_argument("--rankdir", default=rankdir, choices=("LR", "TB", "RL", "BT"))
         sub.add_argument("--max-nodes", type=_positive, default=2000)
@@ -78,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
         return sub
 
-    xor = graph_command("xor", "the scalar MLP's backprop graph after one training step on XOR", "LR")
+    xor = graph_command("xor", "the scalar MLP's backprop graph after one training step on XOR", "LR", fast=False)
     xor.add_argument("--hidden", type=_positive, default=4, help="hidden neurons (MLP(2, [hidden, 1]))")
     xor.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=4,
                      help="how many of the 4 XOR examples the step uses (1 gives a small picture)")
@@ -116,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- the subcommands
+FAST_HELP = ("draw the step as training runs it: every trick of tinygrad_lite/fast.py on and the default "
+             "kernels, so fused ops appear (a Transformer's fused_attention, add_dropout, linear_relu_dropout), "
+             "each labelled with the formula it stands for. Without it the step is recorded under "
+             "fast.plain(): the formula, one op at a time")
+
+
 def _render(graph, out: str) -> list:
     from viz import render
 
@@ -159,6 +173,14 @@ def _kernel_backend():
     return kernels.use_backend("numpy")
 
 
+def _recording(fast: bool):
+    """Where a graph is recorded: fast.plain() (the formula; the default), or with every trick on
+    and the default kernels (--fast: the fused ops training runs)."""
+    from tinygrad_lite import fast as tricks
+
+    return tricks.tricks_on() if fast else tricks.plain()
+
+
 def run_mlp(args) -> list:
     """tinygrad_lite.nn.MLP on the XOR batch: BCE-with-logits loss, backward keeping every grad."""
     import numpy as np
@@ -172,7 +194,7 @@ def run_mlp(args) -> list:
     model = MLP(args.sizes, act=args.act)
     x = Tensor(np.array(XOR_INPUTS, dtype=np.float32), name="x (XOR inputs)")
     target = Tensor(np.array(XOR_TARGETS, dtype=np.float32)[:, None], name="target")
-    with _kernel_backend(), retain_grads():
+    with _recording(args.fast), retain_grads():
         loss = F.binary_cross_entropy_with_logits(model(x), target)
         loss.backward()
     graph = draw_graph(loss, model=model, collapse=args.depth, rankdir=args.rankdir, max_nodes=args.max_nodes)
@@ -199,7 +221,7 @@ def run_transformer(args) -> list:
     rng = np.random.default_rng(args.seed)
     src = rng.integers(1, args.vocab, size=(args.batch, args.src_len))
     tgt = rng.integers(1, args.vocab, size=(args.batch, args.tgt_len + 1))
-    with _kernel_backend(), retain_grads():
+    with _recording(args.fast), retain_grads():
         logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, args.vocab), tgt[:, 1:].reshape(-1), ignore_index=0)
         loss.backward()

@@ -27,6 +27,7 @@ import numpy as np
 
 from tinygrad_lite.checks import positive_int
 
+from .fast_ops import FAST_OPS
 from .module_tree import ModuleTree
 from .render import FORMATS, INSTALL_HINT, find_renderer, pipe
 
@@ -238,7 +239,7 @@ class _Scene:
         self.norms: dict[str, float | None] = {}
         self.clusters: dict[str, tuple] = {}  # path -> (parent path or None, label)
         self.boxes = 0
-        self.note = ""
+        self.notes: list[str] = []
 
     def add_node(self, key: str, home: str | None, norm: float | None, **attrs):
         self.nodes[key] = attrs
@@ -325,8 +326,7 @@ class _Scene:
                 for v in np.linspace(low, high, 5))
             rows.insert(0, f'<tr><td align="left">gradient norm (log10 colour scale)  </td>{cells}'
                            f'<td align="left">  grey: zero   magenta: NaN/Inf</td></tr>')
-        if self.note:
-            rows.append(f'<tr><td align="left" colspan="7">{_escape_html(self.note)}</td></tr>')
+        rows += [f'<tr><td align="left" colspan="7">{_escape_html(note)}</td></tr>' for note in self.notes]
         return f'<<table border="0" cellspacing="2" cellpadding="2">{"".join(rows)}</table>>'
 
 
@@ -438,8 +438,11 @@ class _TensorScene(_Scene):
         self._add_edges()
         self._add_clusters()
         if self.has_grad and not any(t.grad is not None for t in order if t._prev):
-            self.note = ("only leaves hold gradients; run backward() inside tinygrad_lite.retain_grads() "
-                         "to colour every node")
+            self.notes.append("only leaves hold gradients; run backward() inside tinygrad_lite.retain_grads() "
+                              "to colour every node")
+        if any(t._op in FAST_OPS for t in order):
+            self.notes.append("the fast path: a fused op's label says which part of the formula it runs; "
+                              "record under tinygrad_lite.fast.plain() to see that formula op by op")
 
     def _is_foldable(self, t) -> bool:
         return (not t._prev and not t.requires_grad and t.data.size == 1 and not t.name
@@ -556,13 +559,23 @@ class _TensorScene(_Scene):
         self.add_node(key, home, norm, **attrs)
         self.source_key[id(t)] = self.target_key[id(t)] = key
         if t._prev:
-            op_key = key + "_op"
-            constants = [format(float(p.data.reshape(-1)[0]), ".4g") for p in t._prev if id(p) in self.folded]
-            label = " ".join([t._op or "?"] + constants)
-            self.add_node(op_key, home, norm, shape="ellipse", style="filled", fillcolor=_PLAIN_FILL,
-                          fontsize="10", height="0.3", label=graphviz.nohtml(_escape_plain(label)))
-            self.add_edge(op_key, key, norm)
-            self.target_key[id(t)] = op_key
+            self._add_op(t, key, home, norm)
+
+    def _add_op(self, t, key, home, norm):
+        """The op that made `t`, its folded constants, and for a fast path's fused op the formula
+        it stands for (FAST_OPS) on a second line and in the tooltip."""
+        op_key = key + "_op"
+        constants = [format(float(p.data.reshape(-1)[0]), ".4g") for p in t._prev if id(p) in self.folded]
+        lines = [" ".join([t._op or "?"] + constants)]
+        attrs = {}
+        formula = FAST_OPS.get(t._op)
+        if formula is not None:
+            lines.append(f"= {formula}")
+            attrs["tooltip"] = _escape_plain(f"{t._op}: {formula} (one op on the fast path, tinygrad_lite/fast.py)")
+        self.add_node(op_key, home, norm, shape="ellipse", style="filled", fillcolor=_PLAIN_FILL, fontsize="10",
+                      height="0.3", label=graphviz.nohtml("\\n".join(_escape_plain(line) for line in lines)), **attrs)
+        self.add_edge(op_key, key, norm)
+        self.target_key[id(t)] = op_key
 
     def _add_edges(self):
         for t in self.order:
