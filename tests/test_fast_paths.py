@@ -70,9 +70,10 @@ def transformer_step(dtype=np.float64):
     return [loss.data, logits.data] + [p.grad for p in model.parameters()]
 
 
-ROUNDED = ("decoder_kernel", "fused_cross_entropy", "skip_padding", "panel_products", "attention_kernels",
-           "blas_reductions")  # equal to rounding only: tests/test_decoder_kernel.py,
-#   tests/test_fused_cross_entropy.py, tests/test_skip_padding.py, tests/test_panels.py, and below
+ROUNDED = ("decoder_kernel", "decoder_layouts", "fused_cross_entropy", "skip_padding", "panel_products",
+           "fused_attention", "attention_kernels")  # equal to rounding only: tests/test_decoder_kernel.py,
+#   tests/test_fused_cross_entropy.py, tests/test_skip_padding.py, tests/test_panels.py,
+#   tests/test_fused_attention.py, tests/test_plain_path.py, and below
 BIT_EXACT = tuple(n for n in fast.NAMES if n not in ROUNDED)
 
 
@@ -300,36 +301,3 @@ def test_attention_kernels_off_runs_the_numpy_twin_and_matches(monkeypatch, back
     assert on_calls == ([] if backend == "numba" else ["attention_forward_numpy"])
     assert_close(on, off, dtype)
     assert all(np.abs(g).max() > 0 for g in on)
-
-
-# ---------------------------------------------------------------- blas_reductions
-def linear_and_smoothed_loss(dtype):
-    """A Linear's output, its bias gradient (column sums) and a label-smoothed loss (row means) with its
-    gradient."""
-    tl.manual_seed(5)
-    rng = np.random.default_rng(5)
-    lin = nn.Linear(12, 40, dtype=dtype)
-    x = Tensor(rng.standard_normal((2, 9, 12)).astype(dtype), requires_grad=True)
-    logits = lin(x).reshape(-1, 40)
-    target = rng.integers(0, 40, size=18)
-    target[3] = -100
-    loss = F.cross_entropy(logits, target, label_smoothing=0.1)
-    per_row = F.cross_entropy(logits, target, label_smoothing=0.2, reduction="none")
-    (loss + (per_row * Tensor(rng.standard_normal(18).astype(dtype))).sum()).backward()
-    return [loss.data, per_row.data, lin.bias.grad, lin.weight.grad, x.grad]
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_blas_reductions_off_reduces_with_numpy_and_matches(monkeypatch, dtype):
-    ones_calls = []
-    ones = F._ones
-    monkeypatch.setattr(F, "_ones", lambda n, t: ones_calls.append(n) or ones(n, t))
-    with fast.tricks_on("blas_reductions"):
-        on = linear_and_smoothed_loss(dtype)
-    assert sorted(set(ones_calls)) == [18, 40]   # rows of the bias gradient, classes of the row means
-    ones_calls.clear()
-    with fast.tricks_off("blas_reductions"):
-        off = linear_and_smoothed_loss(dtype)
-    assert ones_calls == []
-    assert_close(on, off, dtype)
-    assert np.abs(on[2]).max() > 0

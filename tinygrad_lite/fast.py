@@ -26,7 +26,7 @@ from .kernels.dropout import keep_mask_from_seed
 from .random import rng
 
 NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "fused_attention", "attention_kernels", "blas_reductions", "decoder_kernel", "decoder_layouts",
+         "fused_ffn", "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
          "fused_cross_entropy", "skip_padding", "panel_products")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
