@@ -38,7 +38,7 @@ import numpy as np
 from IPython.display import display
 
 import tinygrad_lite as tl
-from tinygrad_lite import Tensor
+from tinygrad_lite import Tensor, fast
 from transformer import (
     EncoderLayer,
     MultiHeadAttention,
@@ -297,13 +297,18 @@ for query, predicted, row in zip(queries, queries[1:] + [eos], attn[-1].mean(0))
 # layer (and the embeddings, the positional encodings and the generator) as one box with its input
 # and output shapes, its parameter count and the gradient norm of its parameters; the colours
 # run from blue (small gradients) to red (large).
+#
+# The step is recorded under `fast.plain()`, every speed trick off, so the graph is the paper's
+# formula (with `collapse=None`: matmul, softmax, relu, layer_norm, one op at a time). Training runs
+# fused ops instead; `python -m viz transformer --depth none --fast --out t.svg` draws those, each
+# labelled with the formula it stands for.
 
 # %%
 model = translator.model
 model.train()
 src_ids, tgt_ids = trainer.data.ids["train"]
 batch = make_batches(src_ids[:2], tgt_ids[:2], max_tokens=1000, shuffle=False)[0]
-with tl.retain_grads():
+with fast.plain(), tl.retain_grads():
     loss, _ = batch_loss(model, batch, label_smoothing=0.1)
     model.zero_grad()
     loss.backward()
