@@ -137,7 +137,8 @@ def test_transformer_graph_is_the_plain_formula_by_default(tmp_path):
     names = [lines[0].split()[0] for lines in dot_ops(out)]
     assert {"matmul", "softmax", "relu", "layer_norm"} <= set(names)
     assert not [n for n in names if n.startswith("fused_") or n in ("add_dropout", "linear_relu_dropout")]
-    assert names.count("softmax") == 3  # encoder self-, decoder self- (masked) and cross-attention
+    assert names.count("softmax") == 3  # encoder self-, decoder self- and cross-attention
+    assert [lines[0] for lines in dot_ops(out)].count("softmax (masked)") == 3  # padding and causal masks
     assert all(len(lines) == 1 for lines in dot_ops(out))  # no op carries a fused formula
 
 

@@ -39,7 +39,8 @@ class NNOps:
             gl = g if last else np.moveaxis(g, d, -1)
             dx = K.softmax_backward(y, np.ascontiguousarray(gl), scale)
             return (dx if last else np.moveaxis(dx, -1, d),)
-        return self._make(y if last else np.moveaxis(y, -1, d), "softmax", (self,), backward)
+        name = "softmax" if m is None else "softmax (masked)"
+        return self._make(y if last else np.moveaxis(y, -1, d), name, (self,), backward)
 
     def log_softmax(self, dim: int = -1):
         """Returns log(softmax(x)) along `dim`, computed stably in one kernel, like
