@@ -2,6 +2,7 @@
 
     python bench/speed_tricks.py                                   # every trick: training tiny, small; decoding
     python bench/speed_tricks.py --tricks dropout_bits,all --train small,base-short --repeats 15
+    python bench/speed_tricks.py --tricks fused_attention+skip_padding   # two tricks switched together
     python bench/speed_tricks.py --quick                           # seconds; what the smoke test runs
 
 For each trick (and `all`: every trick at once) two copies of one model are built from one seed,
@@ -53,7 +54,7 @@ def switches(trick: str):
     from tinygrad_lite import fast
     if trick == "none":
         return contextlib.nullcontext, contextlib.nullcontext
-    names = fast.NAMES if trick == "all" else (trick,)
+    names = fast.NAMES if trick == "all" else tuple(trick.split("+"))
     return (lambda: fast.tricks_on(*names)), (lambda: fast.tricks_off(*names))
 
 
@@ -150,7 +151,8 @@ def main(argv=None):
     from tinygrad_lite.fast import NAMES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tricks", default=",".join(("none",) + NAMES + ("all",)),
-                        help=f"comma list of {list(NAMES)}, all (every trick) and none (a control)")
+                        help=f"comma list of {list(NAMES)} (a+b: switched together), all (every trick) "
+                             "and none (a control)")
     parser.add_argument("--train", default="tiny,small", help=f"training configs, comma list of {sorted(CONFIGS)}"
                         " (empty: none)")
     parser.add_argument("--decode", default="small", help="decoding configs at batch 1 (empty: none)")
@@ -163,7 +165,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy config (smoke test)")
     args = parser.parse_args(argv)
     tricks = [t.strip() for t in args.tricks.split(",") if t.strip()]
-    unknown = sorted(set(tricks) - set(NAMES) - {"all", "none"})
+    unknown = sorted({n for t in tricks for n in t.split("+")} - set(NAMES) - {"all", "none"})
     if unknown:
         parser.error(f"--tricks: unknown {unknown}; choose from {list(NAMES)}, all or none")
     for flag in ("train", "decode"):

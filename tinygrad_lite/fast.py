@@ -129,7 +129,7 @@ def equal_shapes(shapes) -> bool:
     """Why: greedy decoding 5% faster (decode small b1 off/on 1.05): 196 of its 229 broadcasts.
 
     Two equal shapes broadcast to themselves: no call to np.broadcast_shapes (~2 us each).
-    Plain version: tensor._broadcast_shape."""
+    Plain version: ops.shapes.broadcast_shape."""
     return len(shapes) == 2 and shapes[0] == shapes[1]
 
 
@@ -194,6 +194,25 @@ def cross_entropy_grad(logp, targets, weight, eps):
     from .kernels import cross_entropy_backward
     return cross_entropy_backward(logp, targets, weight, eps)
 
+
+# ---------------------------------------------------------------- fused_attention
+# Why: the home of attention's fast paths: attention_kernels (below) and skip_padding's rows run inside it. Alone it
+# is within noise for training (train small off/on 1.03, quartiles 1.00-1.05; tiny 1.00; CPU clock, 2026-12-03, AMD
+# EPYC AVX2, 25% <pad>, where skip_padding's rows take it either way; with skip_padding, fused_attention+skip_padding
+# off/on 1.29, skip_padding alone 1.29).
+# MultiHeadAttention.fused_forward: Eq. 1 for all h heads as one op, nn.functional.fused_attention, on q, k, v
+# (B, T, h·d_k) as the projections give them (no head copies, no (B, h, T, T) scores kept but the weights), its
+# backward in one call. The batch's real tokens' rows (skip_padding) always take it. Plain version:
+# transformer.attention.MultiHeadAttention.forward (split heads, scaled_dot_product_attention, merge heads), its
+# oracle to rounding (tests/test_fused_attention.py, tests/test_plain_path.py).
+
+# ---------------------------------------------------------------- attention_kernels
+# Why: training small 17% faster (train small off/on 1.165, quartiles 1.16-1.18; tiny 1.16; CPU clock, 2026-12-03,
+# AMD EPYC AVX2): inside fused attention, the per-query Numba kernel where a head has one query (decoding), the
+# SIMD tile kernels for float32 training shapes (read in place on the real tokens' rows), else BLAS around the
+# Numba softmax. The branch is in nn.functional._attention_engines; plain version: the NumPy twin, matmul ->
+# softmax -> matmul (kernels.attention_composed; the rows put back in the padded layout for `real`), on either
+# backend (tests/test_fast_paths.py).
 
 # ---------------------------------------------------------------- decoder_kernel
 # Why: greedy decoding 7.7x faster (decode small b1 off/on 7.74, quartiles 7.12-8.74, one run, wall clock): the
