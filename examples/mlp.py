@@ -238,6 +238,12 @@ def main(argv=None) -> int:
     except TrainingDiverged as e:
         print(f"mlp.py: {e}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as e:
+        if e.name != "sklearn":
+            raise
+        print('mlp.py: the digits need scikit-learn, one of the examples\' extras: python3 -m pip install '
+              '-e ".[examples]" (or run --task spirals, which needs nothing more)', file=sys.stderr)
+        return 2
     return 0
 
 

@@ -5,6 +5,7 @@ Errors print one line and exit non-zero; --debug shows the traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -29,10 +30,32 @@ class CLIError(Exception):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line on stderr (exit 2), not a usage block."""
+    """argparse, but a usage mistake is one line on stderr (exit 2), not a usage block. Flags must be
+    spelled out (no abbreviations: `--epoch` for `--epochs` is a mistake), and a misspelt one is
+    answered with the flags it may have meant."""
+
+    def __init__(self, *args, **kwargs):
+        self.flags = set()  # every --flag of this parser and the parsers under it (see suggest)
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+    def add_argument(self, *args, **kwargs):
+        self.flags.update(a for a in args if a.startswith("--"))
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+        self.exit(2, f"error: {self.prog}: {message}{self.suggest(message)} (see --help)\n")
+
+    def suggest(self, message: str) -> str:
+        """' (did you mean --epochs?)' for an unrecognized flag that starts or nearly spells one."""
+        if not message.startswith("unrecognized arguments"):
+            return ""
+        meant = []
+        for given in message.split(":", 1)[1].split():
+            flag = given.split("=")[0]
+            if flag.startswith("--"):
+                meant += sorted(f for f in self.flags if f.startswith(flag)) or \
+                    difflib.get_close_matches(flag, self.flags, n=1)
+        return f" (did you mean {' or '.join(dict.fromkeys(meant))}?)" if meant else ""
 
 
 def _number(parse, kind: str, ok, requirement: str):
@@ -77,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(sub, common)
     sub.add_parser("explain", help="the article, computed: run the walkthrough "
                                   "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
+    for child in sub.choices.values():
+        p.flags |= child.flags
     return p
 
 
@@ -92,6 +117,8 @@ def add_train_data_arguments(t) -> None:
     t.add_argument("--seed", type=non_negative_int, default=None, help="default 0")
     t.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint.safetensors (with any number of ranks)")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out (its checkpoints, metrics, loss.png and report)")
 
 
 def add_train_model_arguments(t) -> None:
@@ -203,15 +230,53 @@ def check_output_dir(path, what: str) -> None:
         raise CLIError(f"{what} {path} is a file; expected a directory (it is created if missing)")
 
 
-def draw_loss_curve(out_dir, with_dev: bool = True):
+def draw_loss_curve(out_dir, with_dev: bool = True, label_smoothing: float = 0.0, dropout: float = 0.0):
     """The callback that redraws OUT/loss.png from the metrics log after each evaluation
-    (the training loss alone when there is no dev split)."""
+    (the training loss alone when there is no dev split). The training loss's label names the
+    label smoothing and dropout it was measured with, when the run used them."""
     keys = ("train_loss", "dev_loss") if with_dev else ("train_loss",)
+    used = [name for name, value in (("label smoothing", label_smoothing), ("dropout", dropout)) if value]
+    label = "train loss" + (f" (with {' and '.join(used)})" if used else "")
 
     def draw(metrics_path):
         from viz.plots import plot_loss_curves
-        plot_loss_curves(metrics_path, out=os.path.join(out_dir, "loss.png"), keys=keys)
+        return plot_loss_curves(metrics_path, out=os.path.join(out_dir, "loss.png"), keys=keys,
+                                labels={"train_loss": label})
     return draw
+
+
+RUN_FILES = ("checkpoint.safetensors", "best.safetensors", "metrics.jsonl", "loss.png", "report.json")
+
+
+def check_run_arguments(args) -> None:
+    """--dev/--test need --data; a run already in --out is continued (--resume) or replaced
+    (--overwrite), never overwritten unasked."""
+    for flag in ("dev", "test"):
+        if getattr(args, flag) and not args.data:
+            raise CLIError(f"train: --{flag} needs --data (the built-in corpus has its own {flag} split); "
+                           f"e.g. python3 -m transformer train --data train.tsv --{flag} {getattr(args, flag)}")
+    if args.resume and args.overwrite:
+        raise CLIError("train: --resume continues the run in --out and --overwrite replaces it; pass one")
+    held = [name for name in RUN_FILES[:3] if os.path.exists(os.path.join(args.out, name))]
+    if held and not (args.resume or args.overwrite):
+        raise CLIError(f"train: --out {args.out} already holds a run ({', '.join(held)}); continue it with "
+                       f"--resume, train into a new --out DIR, or replace it with --overwrite")
+
+
+def remove_run(out_dir) -> None:
+    """--overwrite: the earlier run's files go, so none of them can pass for the new run's."""
+    for name in RUN_FILES:
+        path = os.path.join(out_dir, name)
+        if os.path.isfile(path):
+            os.remove(path)
+
+
+def say_compiling(command: str) -> None:
+    """The compile notice on stderr, when Numba's cache is cold (transformer.kernel_cache)."""
+    from .kernel_cache import compile_notice
+    notice = compile_notice(command)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
 
 
 def train_overrides(args) -> dict:
@@ -239,12 +304,13 @@ def train_overrides(args) -> dict:
 def cmd_train(args) -> int:
     from tinygrad_lite import distributed as dist
 
-    from .train import Interrupted, TrainConfig, Trainer, real_data_config
+    from .train import Interrupted, TrainConfig, Trainer, TrainingReport, real_data_config
     overrides = train_overrides(args)
+    check_output_dir(args.out, "--out")
+    check_run_arguments(args)
     for path in (args.data, args.dev, args.test):
         if path:
             check_input_file(path, "data file")
-    check_output_dir(args.out, "--out")
     explicit = sorted(overrides)
     if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
         overrides = real_data_config(overrides)
@@ -255,10 +321,19 @@ def cmd_train(args) -> int:
     dist.init()
     if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
         sys.stdout = open(os.devnull, "w")
-    trainer = Trainer(cfg)
+    if cfg.progress and dist.is_main():
+        from .progress import ProgressBar
+        report = ProgressBar()
+    else:
+        report = TrainingReport()
+    trainer = Trainer(cfg, report=report)
+    if args.overwrite and dist.is_main():
+        remove_run(cfg.out)
     with_dev = bool(trainer.data.splits.get("dev"))
-    trainer.on_eval = draw_loss_curve(cfg.out, with_dev)
+    trainer.on_eval = draw_loss_curve(cfg.out, with_dev, cfg.label_smoothing, cfg.dropout)
     print_training_header(trainer, dist.world_size())
+    if dist.is_main():
+        say_compiling("train")
     try:
         report = trainer.run()
     except Interrupted:  # every rank stopped after the same step; rank 0 saved the checkpoint
@@ -274,7 +349,8 @@ def cmd_train(args) -> int:
             print(f"{label:>36}: exact match {100 * r['exact_match']:.1f}%  BLEU {r['bleu']:.1f}  "
                   f"chrF {r['chrf']:.1f}  ({r['n']} sentences)")
     if report.get("example"):
-        print(f"这是一个苹果 -> {report['example']}")
+        from .translator import for_display
+        print(f"这是一个苹果 -> {for_display(report['example'])}")
     with open(os.path.join(cfg.out, "report.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, ensure_ascii=False, indent=1)
     return 0
@@ -310,12 +386,13 @@ def cmd_translate(args) -> int:
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not sentences:
         raise CLIError("translate: no sentence given (pass one as an argument or on stdin)")
+    say_compiling("sample" if args.sample else "translate")
     for sentence in sentences:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            text = translator.translate(sentence, beam=args.beam, sample=args.sample,
-                                        temperature=args.temperature, seed=args.seed,
-                                        length_penalty=args.length_penalty)
+            text = translator.translate_text(sentence, beam=args.beam, sample=args.sample,
+                                             temperature=args.temperature, seed=args.seed,
+                                             length_penalty=args.length_penalty)
         for w in caught:
             print(f"warning: {w.message}", file=sys.stderr)
         print(text)
@@ -334,8 +411,8 @@ def cmd_translate(args) -> int:
 def cmd_eval(args) -> int:
     from tinygrad_lite.files import atomic_write
 
-    from .data import builtin_corpus, load_pairs
-    from .train import evaluate_translations, report_bad_lines
+    from .data import builtin_corpus
+    from .train import evaluate_translations, read_pairs
     from .translator import Translator
     check_beam_arguments(args)
     args.checkpoint = args.checkpoint or default_checkpoint()
@@ -346,8 +423,7 @@ def cmd_eval(args) -> int:
         raise CLIError(f"--out {args.out} is a directory; expected a file name for the hypotheses")
     translator = Translator.load(args.checkpoint)
     if args.data:
-        result = load_pairs(args.data)
-        report_bad_lines(args.data, result)
+        result = read_pairs(args.data)
         sets = {os.path.splitext(os.path.basename(args.data))[0]: result.pairs}
     else:
         corpus = builtin_corpus()
@@ -414,7 +490,12 @@ def main(argv=None) -> int:
         from tinygrad_lite.threads import default_num_threads, set_num_threads
         set_num_threads(args.threads or default_num_threads(1))
         keep_freed_memory()
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:  # the reader closed the pipe (| head): end quietly, as Unix tools do
+        silence_stdout()
+        return 0
     except KeyboardInterrupt:  # (a Ctrl-C that every rank acted on returns 130 from cmd_train)
         stop_every_rank(130, "interrupted")
         return 130
@@ -428,6 +509,13 @@ def main(argv=None) -> int:
         print(f"error: {one_line(e)}", file=sys.stderr)
         stop_every_rank(2, "the error above")
         return 2
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def distributed_run() -> bool:

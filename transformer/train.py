@@ -43,6 +43,7 @@ from .data import (
     tokenize_en,
     tokenize_zh,
 )
+from .data.loaders import FormatNotDetected
 from .model import Transformer
 from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
 
@@ -127,19 +128,50 @@ class Dataset:
         return max(len(s) for s in self.ids["train"][0])
 
 
+# the loss of a step against the first step's: above FAR_ABOVE times it warns, above DIVERGED it stops
+FAR_ABOVE, DIVERGED = 2.0, 10.0
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became NaN/Inf or rose far above where it started: the steps overshoot."""
+
+
+class TrainingReport:
+    """What the training loop tells whoever watches it. This one prints lines; the CLI's
+    transformer.progress.ProgressBar also draws the whole run's budget as one bar."""
+
+    def step(self, trainer, loss: float, tokens_per_s: float) -> None:
+        """After each step."""
+
+    def status(self, text: str) -> None:
+        """What the run does between steps (evaluating on dev, testing)."""
+
+    def write(self, text: str) -> None:
+        print(text, flush=True)
+
+    def close(self) -> None:
+        """The run is over."""
+
+
+def read_pairs(path):
+    """load_pairs(path) with its malformed lines reported; a file whose layout can't be told
+    apart gets an error saying what its lines must look like."""
+    try:
+        result = load_pairs(path)
+    except FormatNotDetected:
+        raise TranslatorError(f"{path}: cannot tell its columns apart: each line must be "
+                              f"'Chinese<TAB>English', 'English<TAB>Chinese' or Tatoeba's "
+                              f"'English<TAB>Chinese<TAB>attribution'") from None
+    report_bad_lines(path, result)
+    return result
+
+
 def read_splits(cfg: TrainConfig) -> dict:
     """The built-in corpus' fixed split, or the user's file(s) with a deterministic split."""
     if cfg.data is None:
         return builtin_corpus()
-    result = load_pairs(cfg.data)
-    report_bad_lines(cfg.data, result)
-    given = {}
-    for name in ("dev", "test"):
-        path = getattr(cfg, name)
-        if path:
-            extra = load_pairs(path)
-            report_bad_lines(path, extra)
-            given[name] = extra.pairs
+    result = read_pairs(cfg.data)
+    given = {name: read_pairs(getattr(cfg, name)).pairs for name in ("dev", "test") if getattr(cfg, name)}
     held_out = {zh for pairs in given.values() for zh, _ in pairs}
     pairs = [pair for pair in result.pairs if pair[0] not in held_out]  # dev/test never trained on
     if "dev" in given:  # the user chose dev (and maybe test): train on everything else
@@ -260,13 +292,16 @@ def evaluate_translations(translator: Translator, pairs, beam: int = 1,
 
 class Trainer:
     """Runs a TrainConfig. `on_eval(metrics_path)`, if given, is called after each evaluation
-    (the CLI draws loss.png with it); an error there never stops training. Construction sets the
+    (the CLI draws loss.png with it); an error there never stops training. `report` hears of
+every step and writes every line (TrainingReport; the CLI's draws a progress bar). Construction sets the
     thread count (tinygrad_lite.threads.use_num_threads): cfg.threads, else 1 unless the process
     chose otherwise; the libraries' all-core default collapses when another process holds a core.
     It also keeps freed memory in the process (tinygrad_lite.memory): steps reuse it, no page faults."""
 
-    def __init__(self, cfg: TrainConfig, on_eval=None):
+    def __init__(self, cfg: TrainConfig, on_eval=None, report: TrainingReport | None = None):
         self.cfg = cfg
+        self.report = report or TrainingReport()
+        self.start_loss, self.warned_far_above = None, False
         self.threads = use_num_threads(cfg.threads, "train")
         keep_freed_memory()
         self.on_eval = on_eval
@@ -296,7 +331,8 @@ class Trainer:
         sources = [zh.strip() for zh, _ in self.data.splits["train"]]
         punctuated = np.mean([bool(zh) and zh[-1] in SENTENCE_END for zh in sources])
         self.translator = Translator(self.model, self.data.src_vocab, self.data.tgt_vocab, cfg.lowercase,
-                                     self.data.max_src_len, complete_punctuation=bool(punctuated >= 0.95))
+                                     self.data.max_src_len, complete_punctuation=bool(punctuated >= 0.95),
+                                     min_freq=cfg.min_freq)
 
     def _make_optimizer(self):
         lr = scaled_lr(self.cfg, dist.world_size())  # data parallel: K batches a step take a larger lr
@@ -363,13 +399,15 @@ class Trainer:
         loss.backward()
         value = loss.item()
         if not math.isfinite(value):
-            raise FloatingPointError(f"train: the loss became {value} at step {self.step + 1}; "
-                                     f"try a lower --lr (now {self.cfg.lr})")
+            raise TrainingDiverged(f"train: diverged: the loss became {value} at step {self.step + 1} "
+                                   f"({self.nonfinite_op(batch)}); nothing more was saved; try a lower "
+                                   f"--lr (now {self.cfg.lr}) or --clip")
         # data parallel: the token-weighted mean of every rank's gradients (the gradient of their batches
         # taken together) and the global batch's loss and target tokens, in one all-reduce
         n_tokens, loss_sum, seconds = dist.all_reduce_gradients(
             self.model.parameters(), weight=n_tokens, extra=[value * n_tokens, time.perf_counter() - self.started])
         value, n_tokens = loss_sum / n_tokens, int(n_tokens)
+        self.watch_loss(value)
         if self.cfg.clip:
             clip_grad_norm_(self.model.parameters(), self.cfg.clip)
         self.cool_down(seconds / dist.world_size())  # data parallel: the ranks' mean time, the same lr on all
@@ -377,6 +415,32 @@ class Trainer:
         self.scheduler.step()
         self.step += 1
         return value, n_tokens
+
+    def nonfinite_op(self, batch) -> str:
+        """The op that made a NaN/Inf loss: this step's forward and backward again, under anomaly
+        mode (tinygrad_lite.autograd), which names the first op whose output or gradient holds one."""
+        try:
+            with tl.detect_anomaly():
+                loss, _ = batch_loss(self.model, batch, self.cfg.label_smoothing)
+                self.optimizer.zero_grad()
+                loss.backward()
+        except tl.AnomalyError as e:
+            return str(e)
+        return "anomaly mode found no op that makes it on a re-run (dropout differs)"
+
+    def watch_loss(self, value: float) -> None:
+        """Warn once when the loss is FAR_ABOVE times the first step's; stop above DIVERGED times,
+        before an evaluation could keep a diverged model as the best."""
+        start = self.start_loss = self.start_loss or value
+        fix = f"try a lower --lr (now {self.cfg.lr:g}) or --clip (now {self.cfg.clip:g})"
+        if value > DIVERGED * start:
+            raise TrainingDiverged(f"train: diverged: the loss became {value:.3g} at step {self.step + 1}, "
+                                   f"over {DIVERGED:g}x its start ({start:.3g}); stopped, nothing more was "
+                                   f"saved; {fix}")
+        if value > FAR_ABOVE * start and not self.warned_far_above:
+            self.warned_far_above = True
+            self.report.write(f"warning: the loss {value:.3g} at step {self.step + 1} is over {FAR_ABOVE:g}x "
+                              f"its start ({start:.3g}); if it keeps rising, {fix}")
 
     def run(self) -> dict | None:
         """Train until --epochs, --max-steps or the --minutes budget ends the run. The budget covers
@@ -393,6 +457,7 @@ class Trainer:
                 stop = self.run_epoch()
         except KeyboardInterrupt:
             self.save()
+            self.report.close()
             print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
                   f"continue with --resume")
             raise
@@ -401,11 +466,13 @@ class Trainer:
         if not dist.is_main():  # data parallel: rank 0 alone averages, tests and reports
             return None
         self.try_average()
-        return self.final_report(time.perf_counter() - started)
+        self.report.status("testing the best model on dev")
+        report = self.final_report(time.perf_counter() - started)
+        self.report.close()
+        return report
 
     def run_epoch(self) -> bool:
         """The rest of the current epoch, with its evaluations; True when the run must stop."""
-        from tqdm import tqdm
         cfg = self.cfg
         K, rank = dist.world_size(), dist.rank()
         batches = epoch_batches(self.data, cfg, self.epoch)
@@ -413,9 +480,6 @@ class Trainer:
         if len(batches) < K:
             raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
                                   f"ranks; lower --max-tokens or start fewer ranks")
-        total = "" if cfg.epochs is None else f"/{cfg.epochs}"
-        bar = tqdm(total=len(batches), initial=self.batch_in_epoch, disable=not cfg.progress or rank > 0,
-                   desc=f"epoch {self.epoch + 1}{total}", leave=False, dynamic_ncols=True)
         tokens, t0, losses, stop = 0, time.perf_counter(), [], False
         while self.batch_in_epoch + K <= len(batches):  # data parallel: K batches a step, rank r's is the r-th
             value, n = self.train_step(batches[self.batch_in_epoch + rank])
@@ -426,9 +490,7 @@ class Trainer:
                 raise Interrupted
             losses.append(value)
             tokens += n
-            bar.update(K)
-            bar.set_postfix(loss=f"{value:.3f}", tok_s=f"{tokens / (time.perf_counter() - t0):.0f}",
-                            lr=f"{self.lr:.2e}")
+            self.report.step(self, value, tokens / max(time.perf_counter() - t0, 1e-9))
             if cfg.save_every and self.step % cfg.save_every == 0:
                 self.save()
             if (cfg.max_steps and self.step >= cfg.max_steps) or out_of_time:
@@ -438,7 +500,6 @@ class Trainer:
             if cfg.eval_every and self.step % cfg.eval_every == 0 and mid_epoch:
                 self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
                 tokens, t0, losses = 0, time.perf_counter(), []
-        bar.close()
         if self.batch_in_epoch + K > len(batches):  # (data parallel: fewer than K batches left end the epoch)
             self.epoch += 1
             self.batch_in_epoch = 0
@@ -504,6 +565,7 @@ class Trainer:
 
     def _evaluate(self, losses, tokens_per_s, n_batches: int):
         t0 = time.perf_counter()
+        self.report.status("evaluating on dev")
         partial = bool(self.batch_in_epoch)
         epoch = round(self.epoch + self.batch_in_epoch / n_batches, 3) if partial else self.epoch
         record = {"step": self.step, "epoch": epoch, "partial_epoch": partial,
@@ -530,13 +592,13 @@ class Trainer:
         self.save()
         dev_text = (f"dev loss {record['dev_loss']:.3f}  dev BLEU {record['dev_bleu']:.1f}  "
                     f"dev exact {100 * record['dev_exact_match']:.1f}%" if dev else "no dev split")
-        print(f"{self.where(n_batches)}  train loss {record['train_loss'] or 0:.3f}  {dev_text}  "
-              f"{tokens_per_s:.0f} tok/s", flush=True)
+        self.report.write(f"{self.where(n_batches)}  train loss {record['train_loss'] or 0:.3f}  {dev_text}  "
+                          f"{tokens_per_s:.0f} tok/s")
         if self.on_eval is not None:
             try:
                 self.on_eval(self.metrics_path)
             except Exception as e:  # noqa: BLE001  (a plot must never stop training)
-                print(f"(on_eval: {e})")
+                self.report.write(f"(on_eval: {e})")
         self.note_evaluation_time(time.perf_counter() - t0)
 
     def note_evaluation_time(self, seconds: float) -> None:
@@ -563,7 +625,7 @@ class Trainer:
         model.eval()
         t = self.translator
         translator = Translator(model, t.src_vocab, t.tgt_vocab, t.lowercase, t.max_train_len,
-                                t.complete_punctuation)
+                                t.complete_punctuation, t.min_freq)
         scores = evaluate_translations(translator, dev[: self.cfg.dev_bleu_size])
         record = {"step": self.step, "averaged": len(self.snapshots),
                   "dev_loss": evaluate_loss(model, self.data, "dev", self.cfg.max_tokens),
@@ -575,9 +637,8 @@ class Trainer:
             translator.save(self.best_path, {"step": self.step, "epoch": self.epoch,
                                              "averaged": len(self.snapshots)})
         verdict = "kept as the best" if kept else "not better; not kept"
-        print(f"average of the last {len(self.snapshots)} evaluated models: "
-              f"dev loss {record['dev_loss']:.3f}  dev BLEU {scores['bleu']:.1f}  ({verdict})",
-              flush=True)
+        self.report.write(f"average of the last {len(self.snapshots)} evaluated models: "
+                          f"dev loss {record['dev_loss']:.3f}  dev BLEU {scores['bleu']:.1f}  ({verdict})")
 
     def final_report(self, seconds: float) -> dict:
         """Test and novel scores of the best model on dev (best.safetensors)."""

@@ -8,6 +8,7 @@ the optimizer/scheduler scalars.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 import numpy as np
@@ -16,12 +17,15 @@ from tinygrad_lite import no_grad
 from tinygrad_lite.checkpoint import load, pack_arrays, save
 from tinygrad_lite.threads import use_num_threads
 
-from .data import Vocab, detokenize_en, tokenize_en, tokenize_zh
+from .data import Vocab, contains_cjk, detokenize_en, tokenize_en, tokenize_zh
 from .decoding import beam_search, beam_search_batch, greedy_decode, sample_decode
 from .model import Transformer, TransformerConfig
 
 FORMAT = "tinygrad_lite.translator/1"
 SENTENCE_END = "。？！.?!"
+# a sentence: up to Chinese 。？！, or Western .?! not inside a number or word ("3.5"), with any
+# closing quotes or brackets after it
+SENTENCE = re.compile(r'.+?(?:[。？！]+|[.?!]+(?![0-9A-Za-z])|$)[”’"』」）)]*')
 
 
 class TranslatorError(ValueError):
@@ -48,8 +52,10 @@ def _check_beam(beam) -> None:
 
 class Translator:
     def __init__(self, model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool = True,
-                 max_train_len: int | None = None, complete_punctuation: bool = False):
+                 max_train_len: int | None = None, complete_punctuation: bool = False,
+                 min_freq: int | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.min_freq = min_freq  # the vocabulary kept tokens seen this often in training (None: unknown)
         use_num_threads(op="translate")  # 1 unless chosen (set_num_threads, $TINYGRAD_LITE_NUM_THREADS): as Trainer
         self.lowercase = lowercase
         self.max_train_len = max_train_len
@@ -61,7 +67,7 @@ class Translator:
         meta = {"format": FORMAT, "config": self.model.config.to_dict(),
                 "src_vocab": self.src_vocab.to_dict(), "tgt_vocab": self.tgt_vocab.to_dict(),
                 "lowercase": self.lowercase, "max_train_len": self.max_train_len,
-                "complete_punctuation": self.complete_punctuation,
+                "complete_punctuation": self.complete_punctuation, "min_freq": self.min_freq,
                 "train": train_state or {}}
         if optimizer is not None:
             meta["optimizer"] = pack_arrays(optimizer.state_dict(), "optim", arrays)
@@ -94,7 +100,7 @@ class Translator:
                                   f"match the model's {config.src_vocab}/{config.tgt_vocab}")
         model.eval()
         translator = cls(model, src_vocab, tgt_vocab, meta.get("lowercase", True), meta.get("max_train_len"),
-                         meta.get("complete_punctuation", False))
+                         meta.get("complete_punctuation", False), meta.get("min_freq"))
         if with_state:
             return translator, meta, arrays
         return translator
@@ -117,13 +123,22 @@ class Translator:
             raise TranslatorError(f"translate: {sentence!r} has no tokens after tokenization")
         unknown = self.src_vocab.unknown_tokens(tokens)
         if unknown and warn:
-            warnings.warn(f"translate: never seen in training, read as <unk>: {' '.join(unknown)}",
-                          stacklevel=3)
+            warnings.warn(f"translate: {self.why_unknown()}, read as <unk>: {' '.join(unknown)}", stacklevel=3)
         if self.max_train_len and len(tokens) > self.max_train_len and warn:
             warnings.warn(f"translate: {len(tokens)} tokens is longer than any training sentence "
                           f"({self.max_train_len}); the sinusoidal encoding still covers it, but quality "
                           "may drop", stacklevel=3)
         return np.array(self.src_vocab.encode(tokens), dtype=np.int64)
+
+    def why_unknown(self) -> str:
+        """Why a token is out of the vocabulary, as far as the checkpoint tells: with min_freq > 1
+        a token seen in training may have been too rare to keep."""
+        if self.min_freq == 1:
+            return "never seen in training"
+        if self.min_freq:
+            return (f"not in the vocabulary (seen fewer than {self.min_freq} times in training, "
+                    f"its --min-freq, or never)")
+        return "not in the vocabulary"
 
     def target_text(self, ids) -> str:
         ids = [int(i) for i in ids]
@@ -150,6 +165,15 @@ class Translator:
         else:
             out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)))[0][0]
         return self.target_text(out)
+
+    def translate_text(self, text: str, **options) -> str:
+        """A line of Chinese as a reader wants it back: each sentence translated on its own
+        (translate(), with `options`), then detokenized in sentence case (for_display)."""
+        if isinstance(text, str) and not contains_cjk(text) and re.search("[A-Za-z]", text):
+            raise TranslatorError(f"translate: {text.strip()[:40]!r} is not Chinese; this model translates "
+                                  f"Chinese to English (e.g. python3 -m transformer translate 我喜欢猫)")
+        sentences = [s.strip() for s in SENTENCE.findall(text) if s.strip()] if isinstance(text, str) else []
+        return " ".join(for_display(self.translate(s, **options)) for s in sentences or [text])
 
     def translate_batch(self, sentences, batch_size: int = 128, beam: int = 1,
                         length_penalty: float = 1.0) -> list[str]:
@@ -213,6 +237,14 @@ class Translator:
 
 def load_translator(path) -> Translator:
     return Translator.load(path)
+
+
+def for_display(text: str) -> str:
+    """'i got a lot of books from him .' -> 'I got a lot of books from him.': punctuation attached,
+    'i' and each sentence's first letter upper-case. Scores (BLEU, exact match) use the tokens."""
+    tokens = ["I" + t[1:] if t == "i" or t.startswith("i'") else t for t in text.split()]
+    joined = detokenize_en(tokens, attach_punctuation=True)
+    return re.sub(r"(^|[.?!]\s+)([a-z])", lambda m: m.group(1) + m.group(2).upper(), joined)
 
 
 def normalize_english(text: str, lowercase: bool = True) -> str:

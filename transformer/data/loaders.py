@@ -31,6 +31,10 @@ def contains_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
 
 
+class FormatNotDetected(ValueError):
+    """No line tells which column is Chinese: the file's layout is none of FORMATS."""
+
+
 @dataclass(frozen=True)
 class LoadResult:
     """Pairs read from one file, plus every line that could not be used and why."""
@@ -83,7 +87,7 @@ def _detect_format(path: str, lines) -> str:
                 votes[name] += 1
     best = max(votes, key=lambda name: votes[name])
     if votes[best] == 0:
-        raise ValueError(
+        raise FormatNotDetected(
             f"load_pairs: cannot detect the format of {path!r}: no line has 2 or 3 "
             f"tab-separated columns with Chinese in exactly one of them; pass "
             f"fmt='zh-en', 'en-zh' or 'tatoeba'")
