@@ -76,10 +76,9 @@ def _fused_decoder(model, src: np.ndarray, src_mask: np.ndarray, rows: int, max_
     """The decoder_kernel trick: the encoder in one Numba call and each decoder step in one
     (transformer.fast.decoder_kernel), or None where the plain path (model.encode, then `_step`: their
     test oracle) runs: trick off, the NumPy backend, or a model the kernels do not implement."""
-    if TRICKS.decoder_kernel:
-        if kernels.get_backend() == "numba" and decoder_kernel.supports(model):
-            model._check_tokens("src", src, model.config.src_vocab)
-            return decoder_kernel.DecoderKernel(model, src, src_mask[:, 0, 0, :], rows, max_len)
+    if TRICKS.decoder_kernel and decoder_kernel.supports(model):
+        model._check_tokens("src", src, model.config.src_vocab)
+        return decoder_kernel.DecoderKernel(model, src, src_mask[:, 0, 0, :], rows, max_len)
     return None
 
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.kernels import panels
+from tinygrad_lite.kernels import get_backend, panels
 from tinygrad_lite.kernels.panels import PANEL, pack_panels, panel_count
 
 TRANSPOSED_FROM_ROWS = 32  # decodes of this many rows or more store the decoder's weights as (in, out)
@@ -88,9 +88,9 @@ def add_norms_of(layer) -> list:
 
 
 def supports(model) -> bool:
-    """True when the kernels implement everything this model's encoder and decoder do (and SciPy,
-    whose BLAS bindings Numba's np.dot calls, is installed: setup.cfg requires it)."""
-    if importlib.util.find_spec("scipy") is None:
+    """True when the kernels implement everything this model's encoder and decoder do, on the Numba
+    backend (and SciPy, whose BLAS bindings Numba's np.dot calls, is installed: setup.cfg requires it)."""
+    if get_backend() != "numba" or importlib.util.find_spec("scipy") is None:
         return False
     dtype = model.generator.weight.dtype
     layers = list(model.encoder.layers) + list(model.decoder.layers)

@@ -1,0 +1,100 @@
+"""The house's rules, read from the source: the floors never look up, no library file is over 700
+lines nor function over 60, no module imports another package's private names, and the textbook
+path (docs/reading.md) holds no machinery: no Numba, ctypes or LLVM, no caches; fast paths sit
+behind `if TRICKS.<name>:` and live in tinygrad_lite/fast.py, tinygrad_lite/kernels/ and
+transformer/fast/."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ("tinygrad_lite", "transformer", "viz")
+READING = ROOT / "docs" / "reading.md"
+
+
+def sources(*folders) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+def imported_modules(path: Path) -> list[tuple[str, list[str]]]:
+    """(absolute module, imported names) for each import statement of a file."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.append((module, [alias.name for alias in node.names]))
+    return found
+
+
+def test_the_library_files_are_found():
+    assert len(sources(*LIBRARY)) > 60
+
+
+@pytest.mark.parametrize("floor, above", [("tinygrad_lite", ("viz", "transformer")), ("viz", ("transformer",)),
+                                          ("transformer", ("viz",))])
+def test_a_floor_never_imports_the_floors_above_or_beside_it(floor, above):
+    """The CLIs (`__main__.py`) sit on top and may use anything."""
+    offenders = [f"{p.relative_to(ROOT)}: {module}" for p in sources(floor) if p.name != "__main__.py"
+                 for module, _ in imported_modules(p) if module.split(".")[0] in above]
+    assert not offenders
+
+
+def test_no_library_file_is_over_700_lines_nor_function_over_60():
+    long_files = [f"{p.relative_to(ROOT)}: {n}" for p in sources(*LIBRARY)
+                  if (n := p.read_text(encoding="utf-8").count("\n")) > 700]
+    long_functions = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}"
+                      for p in sources(*LIBRARY) for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.end_lineno - node.lineno + 1 > 60]
+    assert not long_files and not long_functions
+
+
+def test_no_module_imports_another_packages_private_names():
+    offenders = []
+    for p in sources(*LIBRARY):
+        own = ".".join(p.relative_to(ROOT).parts[:-1])
+        for module, names in imported_modules(p):
+            theirs = module.rsplit(".", 1)[0] if (ROOT / (module.replace(".", "/") + ".py")).exists() else module
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private and theirs != own:
+                offenders.append(f"{p.relative_to(ROOT)}: from {module} import {private}")
+    assert not offenders
+
+
+def reading_path() -> list[tuple[str, int]]:
+    """(file, line count) of each row of docs/reading.md's textbook table."""
+    rows = re.findall(r"^\| *\d+ *\| *`([^`]+\.py)` *\| *(\d[\d,]*) *\|", READING.read_text(encoding="utf-8"), re.M)
+    return [(path, int(count.replace(",", ""))) for path, count in rows]
+
+
+def test_the_reading_path_names_real_files_with_their_sizes():
+    """Line counts drift as files are edited; a count more than a quarter off (and 20 lines) is stale."""
+    rows = reading_path()
+    assert len(rows) >= 25
+    stale = [(path, count, (ROOT / path).read_text(encoding="utf-8").count("\n")) for path, count in rows
+             if not (ROOT / path).exists()
+             or abs((ROOT / path).read_text(encoding="utf-8").count("\n") - count) > max(20, count // 4)]
+    assert not stale, f"update docs/reading.md: (file, says, has) {stale}"
+
+
+MACHINERY = re.compile(r"\bnumba\b|\bnjit\b|\bctypes\b|\bllvm|lru_cache|\bmallopt\b|threadpoolctl")
+
+
+def test_the_textbook_path_holds_no_machinery():
+    """Kernels, caches, ctypes and LLVM live in the machinery's home; a textbook file may only call
+    it (kernels.*, `if TRICKS.<name>:`)."""
+    offenders = []
+    for path, _ in reading_path():
+        for number, line in enumerate((ROOT / path).read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            if MACHINERY.search(code) and not code.lstrip().startswith(('"', "'")):
+                offenders.append(f"{path}:{number}: {line.strip()}")
+    assert not offenders
