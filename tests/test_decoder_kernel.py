@@ -99,7 +99,8 @@ def test_greedy_takes_the_first_of_tied_logits_and_a_nan_as_np_argmax_does(dtype
     assert (tokens == 5).all() and (plain_tokens == 5).all()
     assert_close(scores, plain_scores, dtype)
     generator.bias.data[7] = np.nan   # after the first maximum's index and before the second
-    tokens, scores = greedy_decode(model, src, BOS, NEVER, 4)
+    with fast.tricks_on("decoder_kernel"):  # (the plain path's log-softmax makes the whole row NaN: token 0)
+        tokens, scores = greedy_decode(model, src, BOS, NEVER, 4)
     assert (tokens == 7).all() and np.isnan(scores).all()
 
 
@@ -268,7 +269,7 @@ def test_numpy_sgemm_gives_np_dots_log_probs(monkeypatch):
     prefix[:, 0] = BOS
 
     def steps():
-        with tl.no_grad():
+        with tl.no_grad(), fast.tricks_on("decoder_layouts"):
             kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, 20, 4)
             return kernel.stack.numpy_sgemm, [kernel.step(prefix[:, :t], np.arange(20)) for t in range(1, 5)]
     used, with_sgemm = steps()
@@ -393,6 +394,7 @@ def use_layout(monkeypatch, layout):
     transposed_from, panels_from = LAYOUTS[layout]
     monkeypatch.setattr(decoder_weights, "TRANSPOSED_FROM_ROWS", transposed_from)
     monkeypatch.setattr(decoder_weights, "PANELS_FROM_ROWS", panels_from)
+    monkeypatch.setattr(fast.TRICKS, "decoder_layouts", True)  # the trick that picks them, on (TINYGRAD_LITE_FAST=0)
     monkeypatch.setattr(panels, "wide_vectors", lambda: True)  # correct on any CPU, used on AVX-512 ones
 
 
@@ -452,7 +454,7 @@ def test_beam_search_on_panels_gives_the_plain_hypotheses(monkeypatch):
 
 def test_by_default_one_row_keeps_the_weights_as_they_are_and_more_rows_take_panels_on_avx512():
     model = model_of("post-LN", np.float32)
-    with tl.no_grad():
+    with tl.no_grad(), fast.tricks_on("decoder_layouts"):
         for rows in (1, 2, 40):
             src = ragged_sources(rows)
             kernel = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 4)
