@@ -306,11 +306,11 @@ def cmd_train(args) -> int:
 
     from .train import Interrupted, TrainConfig, Trainer, TrainingReport, real_data_config
     overrides = train_overrides(args)
-    check_output_dir(args.out, "--out")
-    check_run_arguments(args)
     for path in (args.data, args.dev, args.test):
         if path:
             check_input_file(path, "data file")
+    check_output_dir(args.out, "--out")
+    check_run_arguments(args)
     explicit = sorted(overrides)
     if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
         overrides = real_data_config(overrides)
