@@ -152,6 +152,9 @@ class TrainingReport:
     def close(self) -> None:
         """The run is over."""
 
+    def failed(self, error: Exception) -> None:
+        """The run stops on `error` (TrainingDiverged: a NaN/Inf loss names its op)."""
+
 
 def read_pairs(path):
     """load_pairs(path) with its malformed lines reported; a file whose layout can't be told
@@ -409,7 +412,7 @@ every step and writes every line (TrainingReport; the CLI's draws a progress bar
         value, n_tokens = loss_sum / n_tokens, int(n_tokens)
         self.watch_loss(value)
         if self.cfg.clip:
-            clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+            self.grad_norm = clip_grad_norm_(self.model.parameters(), self.cfg.clip)  # before clipping
         self.cool_down(seconds / dist.world_size())  # data parallel: the ranks' mean time, the same lr on all
         self.optimizer.step()
         self.scheduler.step()
@@ -455,6 +458,9 @@ every step and writes every line (TrainingReport; the CLI's draws a progress bar
         try:
             while (cfg.epochs is None or self.epoch < cfg.epochs) and not stop:
                 stop = self.run_epoch()
+        except TrainingDiverged as e:
+            self.report.failed(e)
+            raise
         except KeyboardInterrupt:
             self.save()
             self.report.close()
