@@ -170,17 +170,57 @@ class _CachedSteps:
         self.step_memory, self.step_mask = self.memory[owner], self.src_mask[owner]
 
 
+class BeamTrace:
+    """What beam search did, as a tree: every hypothesis it kept at each step, with its parent,
+    its token and cumulative log-prob, the finished ones marked. Pass one to
+    `beam_search(..., trace=BeamTrace())`; it does not change the search.
+
+    nodes[0] is <bos>; each node is a dict (id, parent, step, token, logp, finished). `best` is
+    the node of the hypothesis beam search returned. A finished greedy translation whose path
+    the beam had pruned is added too, its steps' log-probs unknown (None) but its total's.
+    """
+
+    def __init__(self):
+        self.nodes = [{"id": 0, "parent": None, "step": 0, "token": None, "logp": 0.0, "finished": False}]
+        self.children = {}          # (parent id, token) -> child id
+        self.alive = [0]            # the node of each alive row, in the rows' order
+        self.best = None
+
+    def child(self, parent: int, token: int, logp) -> int:
+        key = (parent, int(token))
+        if key not in self.children:
+            self.children[key] = len(self.nodes)
+            self.nodes.append({"id": len(self.nodes), "parent": parent, "step": self.nodes[parent]["step"] + 1,
+                               "token": int(token), "logp": None if logp is None else float(logp),
+                               "finished": False})
+        return self.children[key]
+
+    def advance(self, rows, tokens, scores) -> None:
+        """The rows that live on: row `rows[j]` of the last step extended by `tokens[j]`."""
+        self.alive = [self.child(self.alive[r], t, s) for r, t, s in zip(rows, tokens, scores)]
+
+    def finish(self, tokens, logp) -> int:
+        """Mark the hypothesis `tokens` (after <bos>) finished with total log-prob `logp`."""
+        node = 0
+        for token in tokens:
+            node = self.child(node, token, None)
+        self.nodes[node].update(finished=True, logp=float(logp))
+        return node
+
+
 class _Hypotheses:
     """One sentence's finished hypotheses, ranked by log-prob / length**length_penalty."""
 
-    def __init__(self, length_penalty: float):
-        self.length_penalty, self.finished = length_penalty, []
+    def __init__(self, length_penalty: float, trace: BeamTrace | None = None):
+        self.length_penalty, self.finished, self.trace = length_penalty, [], trace
 
     def norm(self, logp, length):
         return logp / (length ** self.length_penalty)
 
     def add(self, logp, tokens):
         self.finished.append((self.norm(logp, len(tokens)), logp, tokens))
+        if self.trace is not None:
+            self.trace.finish(tokens, logp)
 
     def best(self):
         return max(self.finished, key=lambda f: f[0])
@@ -218,25 +258,30 @@ def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int,
     best_alive = max((hyp.norm(s, step + 1) for s in keep[2]), default=-np.inf)
     if not keep[0] or (len(hyp.finished) >= beam_size and best_finished >= best_alive):
         return [], [], []
+    if hyp.trace is not None:
+        hyp.trace.advance(*keep)
     return keep
 
 
 @no_grad()
 def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
-                      length_penalty: float = 1.0) -> list:
+                      length_penalty: float = 1.0, traces: list | None = None) -> list:
     """Beam search for a batch of sentences (src: (B, S) padded, or (S,)), all beams decoded as
     the rows of one batch. Finished hypotheses are ranked by log-prob / length**length_penalty
     (length normalisation, as GNMT/fairseq; the paper uses beam 4 and penalty 0.6); <eos> as the
     first token (an empty translation) is never a beam's hypothesis. The greedy
     translation is always a candidate, so beam search never returns a hypothesis that scores
     below greedy's (a narrow beam can otherwise prune greedy's path).
+    `traces`: a BeamTrace per sentence to record the search in (see BeamTrace), or None.
     Returns, per sentence, (tokens, log-prob, normalised score) of its best hypothesis."""
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
     with _eval_mode(model):
         src, src_mask = _source(model, src)
         B = src.shape[0]
-        hyps = [_Hypotheses(length_penalty) for _ in range(B)]
+        if traces is not None and len(traces) != B:
+            raise ValueError(f"beam_search: expected a trace per sentence ({B}), got {len(traces)}")
+        hyps = [_Hypotheses(length_penalty, trace) for trace in (traces or [None] * B)]
         owner = np.arange(B)                                   # the sentence each alive row extends
         prefix = np.full((B, 1), bos_id, dtype=np.int64)       # (rows, t): all alive rows
         scores = np.zeros(B)
@@ -266,15 +311,19 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
             row = [int(t) for t in greedy[i]]
             hyp.add(greedy_score[i], np.array(row[:row.index(eos_id) + 1] if eos_id in row else row))
             norm_score, logp, tokens = hyp.best()
+            if hyp.trace is not None:
+                hyp.trace.best = hyp.trace.finish(tokens, logp)
             results.append((tokens, float(logp), float(norm_score)))
         return results
 
 
 def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
-                length_penalty: float = 1.0):
-    """Beam search for one sentence (src: (S,) or (1, S)); see `beam_search_batch`.
-    Returns (tokens, log-prob, normalised score) of the best hypothesis."""
+                length_penalty: float = 1.0, trace: BeamTrace | None = None):
+    """Beam search for one sentence (src: (S,) or (1, S)); see `beam_search_batch`. A `trace`
+    (BeamTrace) records the search as a tree. Returns (tokens, log-prob, normalised score) of the
+    best hypothesis."""
     src = np.asarray(src.data if isinstance(src, Tensor) else src)
     if src.ndim == 2 and src.shape[0] != 1:
         raise ValueError(f"beam_search: decodes one sentence at a time, got a batch of {src.shape[0]}")
-    return beam_search_batch(model, src, bos_id, eos_id, beam_size, max_len, length_penalty)[0]
+    return beam_search_batch(model, src, bos_id, eos_id, beam_size, max_len, length_penalty,
+                             None if trace is None else [trace])[0]

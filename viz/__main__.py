@@ -5,6 +5,7 @@
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
     python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
+    python -m viz lab --checkpoint CKPT                   the attention lab, served on 127.0.0.1
 
 A training step's graph is recorded under tinygrad_lite.fast.plain(): the formula, one op at a
 time (Q·Kᵀ, the masked softmax, ·V; relu; layer_norm). --fast records it with every trick on, as
@@ -22,6 +23,7 @@ import warnings
 from pathlib import Path
 
 from tinygrad_lite.checks import ACTIVATIONS
+from viz.lab import cli as lab_cli
 from viz.render import FORMATS, check_output_path
 
 XOR_INPUTS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
@@ -120,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     attn.add_argument("--kind", choices=("encoder", "decoder", "cross", "all"), default="all",
                       help="draw only this kind's section (default: all three)")
     attn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    lab_cli.add_parser(commands)
     return parser
 
 
@@ -274,7 +277,18 @@ def run_attention(args) -> list:
     return [write_attention(translator, args.sentence, args.out, kinds)]
 
 
-COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention}
+def run_lab(args) -> list:
+    """The attention lab: transformer.lab.translate_with_mask, served by viz/lab (viz/lab/cli.py)."""
+    from transformer.lab import translate_with_mask
+    from transformer.translator import load_translator
+
+    lab_cli.check_args(args)
+    translator = load_translator(args.checkpoint)
+    return lab_cli.run(args, lambda text, mask: translate_with_mask(translator, text, mask, beam=args.beam))
+
+
+COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention,
+            "lab": run_lab}
 IMAGE_FORMATS = {"attention": ("png", "svg", "pdf")}
 
 
@@ -287,7 +301,8 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            check_output_path(args.out, formats=IMAGE_FORMATS.get(args.command, FORMATS), op="--out")
+            if hasattr(args, "out"):
+                check_output_path(args.out, formats=IMAGE_FORMATS.get(args.command, FORMATS), op="--out")
             written = COMMANDS[args.command](args)
         for message in dict.fromkeys(_one_line(w.message) for w in caught if issubclass(w.category, UserWarning)):
             print(f"viz {args.command}: warning: {message}", file=sys.stderr)
