@@ -171,6 +171,11 @@ def add_train_output_arguments(t) -> None:
     t.add_argument("--save-every", type=non_negative_int, default=None,
                    help="also checkpoint every N steps (0: only at the end of each epoch)")
     t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--explore", action="store_true",
+                   help="serve the live page while training (curves, gradient norms by module, probe "
+                        "translations and attention; alerts) and print its URL; events go to OUT/events.jsonl")
+    t.add_argument("--host", default="127.0.0.1", help="--explore: address to serve on (default 127.0.0.1)")
+    t.add_argument("--port", type=non_negative_int, default=0, help="--explore: port (default 0: any free one)")
 
 
 def add_translate_parser(sub, common) -> None:
@@ -245,7 +250,7 @@ def draw_loss_curve(out_dir, with_dev: bool = True, label_smoothing: float = 0.0
     return draw
 
 
-RUN_FILES = ("checkpoint.safetensors", "best.safetensors", "metrics.jsonl", "loss.png", "report.json")
+RUN_FILES = ("checkpoint.safetensors", "best.safetensors", "metrics.jsonl", "loss.png", "report.json", "events.jsonl")
 
 
 def check_run_arguments(args) -> None:
@@ -331,6 +336,7 @@ def cmd_train(args) -> int:
         remove_run(cfg.out)
     with_dev = bool(trainer.data.splits.get("dev"))
     trainer.on_eval = draw_loss_curve(cfg.out, with_dev, cfg.label_smoothing, cfg.dropout)
+    server = start_explorer(trainer, args) if args.explore and dist.is_main() else None
     print_training_header(trainer, dist.world_size())
     if dist.is_main():
         say_compiling("train")
@@ -338,6 +344,10 @@ def cmd_train(args) -> int:
         report = trainer.run()
     except Interrupted:  # every rank stopped after the same step; rank 0 saved the checkpoint
         return 130
+    finally:
+        if server is not None:
+            server.wait_for_readers()  # an open page reads the run's end, then stops asking
+            server.stop()
     if report is None:  # data parallel: ranks other than 0 are done
         return 0
     kept = "best model on dev" if with_dev else "model (no dev split: the latest)"
@@ -354,6 +364,22 @@ def cmd_train(args) -> int:
     with open(os.path.join(cfg.out, "report.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, ensure_ascii=False, indent=1)
     return 0
+
+
+def start_explorer(trainer, args):
+    """--explore: the run's events go to OUT/events.jsonl (transformer.events), and the live page
+    (viz.watch) is served from 127.0.0.1 while it trains. Returns the server."""
+    from viz.watch import serve
+
+    from .events import TrainingEvents
+    try:
+        server = serve(trainer.cfg.out, args.host, args.port)
+    except OSError as e:
+        raise CLIError(f"train: --explore cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
+    events = TrainingEvents(trainer, trainer.report)
+    trainer.report, trainer.on_eval = events, events.on_eval(trainer.on_eval)
+    print(f"live page: {server.url} (after the run: python3 -m viz watch {trainer.cfg.out})", flush=True)
+    return server
 
 
 def print_training_header(trainer, ranks: int) -> None:
