@@ -22,15 +22,12 @@ def sources(*folders) -> list[Path]:
 
 def imported_modules(path: Path) -> list[tuple[str, list[str]]]:
     """(absolute module, imported names) for each import statement of a file."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
-            found.append((module, [alias.name for alias in node.names]))
+            found.append((absolute_module(node, path), [alias.name for alias in node.names]))
     return found
 
 
@@ -67,6 +64,34 @@ def test_no_module_imports_another_packages_private_names():
             if private and theirs != own:
                 offenders.append(f"{p.relative_to(ROOT)}: from {module} import {private}")
     assert not offenders
+
+
+def test_no_module_reaches_into_another_packages_private_names():
+    """`module._name` for a module imported from another package (from x.y import module)."""
+    offenders = []
+    for p in sources(*LIBRARY):
+        own = ".".join(p.relative_to(ROOT).parts[:-1])
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        foreign = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                module = absolute_module(node, p)
+                for alias in node.names:
+                    target = f"{module}.{alias.name}"
+                    is_module = (ROOT / target.replace(".", "/")).with_suffix(".py").exists() or \
+                        (ROOT / target.replace(".", "/") / "__init__.py").exists()
+                    if is_module and target.rsplit(".", 1)[0] != own:
+                        foreign.add(alias.asname or alias.name)
+        offenders += [f"{p.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                      and node.value.id in foreign and node.attr.startswith("_") and not node.attr.startswith("__")]
+    assert not offenders
+
+
+def absolute_module(node: ast.ImportFrom, path: Path) -> str:
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def reading_path() -> list[tuple[str, int]]:

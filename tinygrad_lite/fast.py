@@ -217,9 +217,18 @@ def cross_entropy_grad(logp, targets, weight, eps):
 # ---------------------------------------------------------------- decoder_kernel
 # Why: greedy decoding 7.7x faster (decode small b1 off/on 7.74, quartiles 7.12-8.74, one run, wall clock): the
 # encoder, and each decoder step (all layers, cached K/V, generator), as one Numba call instead of ~100 and ~200
-# Tensor ops (bench/README.md, "Performance round 2: decoding"). It lives on the decoding floor,
-# transformer/decoder_kernel.py (tinygrad_lite never imports transformer); plain version: model.encode and
+# Tensor ops. It lives in the translator's machinery, transformer/fast/decoder_kernel.py (tinygrad_lite never
+# imports transformer); the branch is in transformer.decoding._fused_decoder; plain version: model.encode and
 # transformer.decoding._step, its oracle within float rounding (tests/test_decoder_kernel.py).
+
+# ---------------------------------------------------------------- decoder_layouts
+# Why: greedy decoding at 64 rows 14% faster (decode small b64 off/on 1.14, three runs 1.09-1.19, CPU clock,
+# 2026-12-03, AMD EPYC without AVX-512; b1 unchanged: one row multiplies by np.dot either way): the decoder
+# kernel's weight layouts by row count, (in, out) from TRANSPOSED_FROM_ROWS rows, packed into kernels.panels'
+# AVX-512 panels from PANELS_FROM_ROWS rows (float32, an AVX-512 CPU), and float32 products of 2+ rows through the
+# sgemm of NumPy's bundled OpenBLAS (1.4-2.1x SciPy's at 2-32 rows). The branch is in
+# transformer/fast/decoder_weights.layout_for; plain version: the Linears' (out, in) weights and np.dot at every
+# row count, its oracle within float32 rounding (tests/test_decoder_kernel.py).
 
 # ---------------------------------------------------------------- skip_padding
 

@@ -117,6 +117,12 @@ def _numba_kernels(numba):
     return linear
 
 
+def register_numba() -> None:
+    """Compile this module's kernels on first use, registering panel_product as Numba functions that
+    kernels elsewhere inline (transformer/fast/decoder_kernel.py)."""
+    _numba_kernels()
+
+
 def panel_linear_numba(x, panels, bias):
     """x · Wᵀ + bias on the wide micro-kernel (Numba kernel)."""
     assert x.dtype == panels.dtype == bias.dtype == np.float32, (x.dtype, panels.dtype, bias.dtype)

@@ -254,6 +254,12 @@ def _numba_kernels(numba):
     return SimpleNamespace(**_compile_drivers(numba), exp_f32=exp_f32, exp_f64=exp_f64)
 
 
+def register_numba() -> None:
+    """Compile this module's kernels on first use, registering simd_exp and row_max as Numba functions that
+    kernels elsewhere inline (transformer/fast/decoder_kernel.py)."""
+    _numba_kernels()
+
+
 def _bit_casts(numba):
     """Intrinsics reinterpreting a float's bits as an int and back (free in machine code)."""
     from llvmlite import ir

@@ -307,8 +307,8 @@ def _kernels(numba):
     from numba.extending import register_jitable
     global _NUMPY_SGEMM
     _NUMPY_SGEMM, found = numpy_sgemm.bind()
-    softmax._numba_kernels()  # registers simd_exp and row_max
-    panels._numba_kernels()   # registers panel_product
+    softmax.register_numba()
+    panels.register_numba()
     for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _first_max, _log_sum_exp,
                  _log_softmax, _embed, _final_norm, decoder_step):
         register_jitable(fastmath=FASTMATH)(part)
