@@ -29,10 +29,10 @@ from tinygrad_lite.checks import positive_int
 
 from .fast_ops import FAST_OPS
 from .module_tree import ModuleTree
-from .render import FORMATS, INSTALL_HINT, find_renderer, pipe
+from .render import FORMATS, GRAPH_FONT, INSTALL_HINT, find_renderer, pipe
 
 RANKDIRS = ("LR", "TB", "RL", "BT")
-FONT = "Helvetica"
+FONT = GRAPH_FONT  # see viz.render: the font both renderers measure and an SVG names
 # log10(gradient norm) from the smallest (0) to the largest (1) in the graph
 COLOUR_STOPS = ((0.0, (48, 80, 248)), (0.25, (0, 170, 210)), (0.5, (40, 170, 60)),
                 (0.75, (240, 150, 0)), (1.0, (220, 30, 30)))

@@ -12,6 +12,13 @@ Renderer discovery, in order:
      from its png with matplotlib.
 With none of them, `render` writes the `.dot` source instead and warns in one line how to
 install a renderer.
+
+Fonts: graphs are laid out in GRAPH_FONT (DejaVu Sans, the sans face of every Linux desktop and
+of matplotlib), whose widths both renderers know, and an SVG names it with similar wide faces
+after it (SVG_FONT_FAMILY), so a browser draws each label inside the box measured for it. A
+Helvetica layout would not fit there: a machine without Helvetica or Arial draws DejaVu Sans,
+about 15% wider. graphviz-pure draws png with the one sans face it bundles (Arimo, Helvetica's
+widths), so its png is laid out in Helvetica.
 """
 from __future__ import annotations
 
@@ -31,6 +38,8 @@ from tinygrad_lite.files import atomic_write
 FORMATS = ("svg", "png", "pdf", "dot")
 RENDERER_ENV = "TINYGRAD_LITE_DOT"
 INSTALL_HINT = "install a renderer with `apt-get install graphviz` or `pip install graphviz-pure`"
+GRAPH_FONT = "DejaVu Sans"
+SVG_FONT_FAMILY = "DejaVu Sans,Bitstream Vera Sans,Verdana,sans-serif"
 _PNG_DPI = 144
 _TIMEOUT_SECONDS = 300
 
@@ -41,17 +50,21 @@ class RendererMissingWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Renderer:
-    """A dot-compatible command line and the output formats it can write itself."""
+    """A dot-compatible command line, the output formats it can write itself, and the font its
+    png is drawn in when that is fixed whatever the graph asks for (None: the graph's own)."""
 
     name: str
     command: str
     formats: tuple
+    png_font: str | None = None
 
     def run(self, source: str, fmt: str) -> bytes:
         """Lay out and draw `source` (DOT text) as `fmt` bytes."""
         args = [self.command, f"-T{fmt}"]
         if fmt == "png":
             args.append(f"-Gdpi={_PNG_DPI}")
+            if self.png_font:
+                args += [f"-{kind}fontname={self.png_font}" for kind in "GNE"]
         try:
             done = subprocess.run(args, input=source.encode("utf-8"), capture_output=True,
                                   timeout=_TIMEOUT_SECONDS, check=False)
@@ -77,16 +90,21 @@ def find_renderer() -> Renderer | None:
         if command is None:
             raise FileNotFoundError(f"render: {RENDERER_ENV}={override!r} names no executable "
                                     "(expected a path or a command on PATH, or 'none')")
-        pure = "graphviz-pure" in Path(override).name
-        return Renderer(Path(override).name, command, ("svg", "png") if pure else ("svg", "png", "pdf"))
+        if "graphviz-pure" in Path(override).name:
+            return _graphviz_pure(Path(override).name, command)
+        return Renderer(Path(override).name, command, ("svg", "png", "pdf"))
     command = shutil.which("dot")
     if command is not None:
         return Renderer("Graphviz dot", command, ("svg", "png", "pdf"))
     command = (_beside_interpreter("graphviz-pure") or shutil.which("graphviz-pure")
                or _installed_script("graphviz-pure"))
     if command is not None:
-        return Renderer("graphviz-pure", command, ("svg", "png"))
+        return _graphviz_pure("graphviz-pure", command)
     return None
+
+
+def _graphviz_pure(name: str, command: str) -> Renderer:
+    return Renderer(name, command, ("svg", "png"), png_font="Helvetica")
 
 
 def interpreter_script_dirs() -> list[str]:
@@ -162,11 +180,19 @@ def render(graph_or_root, out_path, fmt: str | None = None, **draw_kwargs) -> Pa
 
 
 def _draw(renderer: Renderer, source: str, fmt: str) -> bytes:
+    if fmt == "svg":
+        return svg_with_font_fallbacks(renderer.run(source, fmt))
     if fmt in renderer.formats:
         return renderer.run(source, fmt)
     if fmt == "pdf":
         return _png_to_pdf(renderer.run(source, "png"))
     raise ValueError(f"render: {renderer.name} cannot write {fmt}; it writes {', '.join(renderer.formats)}")
+
+
+def svg_with_font_fallbacks(svg: bytes) -> bytes:
+    """`svg` with every text in GRAPH_FONT asking for SVG_FONT_FAMILY, so a machine without
+    DejaVu Sans draws a face of about its width, not the browser's narrow serif default."""
+    return svg.replace(f'font-family="{GRAPH_FONT}"'.encode(), f'font-family="{SVG_FONT_FAMILY}"'.encode())
 
 
 def _png_to_pdf(png: bytes) -> bytes:
