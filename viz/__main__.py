@@ -6,6 +6,7 @@
     python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
     python -m viz lab --checkpoint CKPT                   the attention lab, served on 127.0.0.1
+    python -m viz watch runs/translator                   a training run's live page (train --explore)
 
 A training step's graph is recorded under tinygrad_lite.fast.plain(): the formula, one op at a
 time (Q·Kᵀ, the masked softmax, ·V; relu; layer_norm). --fast records it with every trick on, as
@@ -25,6 +26,7 @@ from pathlib import Path
 from tinygrad_lite.checks import ACTIVATIONS
 from viz.lab import cli as lab_cli
 from viz.render import FORMATS, check_output_path
+from viz.watch import cli as watch_cli
 
 XOR_INPUTS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
 XOR_TARGETS = (0.0, 1.0, 1.0, 0.0)
@@ -123,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="draw only this kind's section (default: all three)")
     attn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     lab_cli.add_parser(commands)
+    watch_cli.add_parser(commands)
     return parser
 
 
@@ -288,7 +291,7 @@ def run_lab(args) -> list:
 
 
 COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention,
-            "lab": run_lab}
+            "lab": run_lab, "watch": watch_cli.run}
 IMAGE_FORMATS = {"attention": ("png", "svg", "pdf")}
 
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from .server import EVENTS_FILE, WatchServer, holds_run
-
-EXIT_BAD_INPUT = 2
 
 
 def add_parser(commands) -> None:
@@ -30,22 +27,19 @@ def serve(run_dir, host: str = "127.0.0.1", port: int = 0) -> WatchServer:
     return server
 
 
-def run(args) -> int:
+def run(args) -> list:
+    """Serve RUN_DIR's live page until Ctrl-C; a directory without a run is an error (one line, exit 2
+    from python -m viz). Writes nothing: returns []."""
     if not holds_run(args.run_dir):
         why = "does not exist" if not os.path.isdir(args.run_dir) else \
             f"holds no run with events (no {EVENTS_FILE}: train with python3 -m transformer train --explore)"
-        print(f"viz watch: error: {args.run_dir} {why}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        server = WatchServer(args.run_dir, args.host, args.port)
-    except OSError as e:
-        print(f"viz watch: error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise FileNotFoundError(f"{args.run_dir} {why}")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"watch: --port must be 0..65535, got {args.port}")
+    server = WatchServer(args.run_dir, args.host, args.port)
     print(f"watching {args.run_dir}: open {server.url} (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
     finally:
         server.server_close()
-    return 0
+    return []

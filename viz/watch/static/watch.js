@@ -1,0 +1,137 @@
+// The live page: polls /events?since=N every second, folds the new events into `run`, and redraws
+// what changed. Event types are described in transformer/events.py.
+"use strict";
+
+const POLL_MS = 1000;
+const run = { since: 0, updates: 0, events: 0, steps: [], evals: [], modules: [], probes: [],
+              probeStep: null, alerts: [], status: "", ended: false, start: null, chosen: 0 };
+
+const $ = id => document.getElementById(id);
+const num = v => (typeof v === "number" ? v : /inf/i.test(v) ? (String(v)[0] === "-" ? -Infinity : Infinity) : NaN);
+
+function apply(event) {
+  switch (event.type) {
+    case "start": run.start = event; run.modules = event.modules; break;
+    case "step": run.steps.push(event); break;
+    case "eval": run.evals.push(event); break;
+    case "probe": run.probes = event.probes; run.probeStep = event.step; break;
+    case "alert": run.alerts.push(event); break;
+    case "status": run.status = event.text; break;
+    case "end": run.ended = true; run.status = event.error ? "stopped on an error" : "done"; break;
+  }
+}
+
+function drawCurves() {
+  const steps = run.steps, evals = run.evals.filter(e => e.dev_loss !== undefined || e.train_loss != null);
+  lineChart($("loss-chart"), [
+    { name: "train", color: PALETTE[0], points: steps.map(s => [s.step, num(s.loss)]) },
+    { name: "dev", color: PALETTE[3], dots: true, points: evals.map(e => [e.step, num(e.dev_loss)]) }]);
+  lineChart($("bleu-chart"), [{ name: "BLEU", color: PALETTE[1], dots: true,
+                                points: evals.map(e => [e.step, num(e.dev_bleu)]) }]);
+  lineChart($("lr-chart"), [{ name: "lr", color: PALETTE[2], points: steps.map(s => [s.step, num(s.lr)]) }]);
+  const names = ["total", ...run.modules];
+  const series = names.map((name, i) => ({ name, color: i ? PALETTE[(i + 3) % PALETTE.length] : "#222",
+    points: steps.map(s => [s.step, num(name === "total" ? s.grad_norm : s.norms[name])]) }));
+  const spikes = run.alerts.filter(a => a.kind === "spike").map(a => a.step);
+  lineChart($("norm-chart"), series, { logY: true, marks: spikes });
+  $("norm-legend").replaceChildren(...series.map(s => {
+    const span = document.createElement("span");
+    span.style.setProperty("--color", s.color);
+    span.textContent = s.name;
+    return span;
+  }));
+}
+
+function drawAlerts() {
+  $("alerts").replaceChildren(...run.alerts.map(a => {
+    const div = document.createElement("div");
+    div.className = `alert ${a.kind}`;
+    const kind = document.createElement("b");
+    kind.textContent = { spike: "gradient spike", nonfinite: "NaN / Inf", diverged: "diverged" }[a.kind] || a.kind;
+    div.append(kind, a.message);
+    return div;
+  }));
+}
+
+function drawProbes() {
+  $("probe-step").textContent = run.probeStep === null ? "none yet" : `step ${run.probeStep}`;
+  $("probes").replaceChildren(...run.probes.map((p, i) => {
+    const div = document.createElement("div");
+    div.className = "probe" + (i === run.chosen ? " chosen" : "");
+    div.innerHTML = "<span class=zh></span> → <span class=en></span>";
+    div.querySelector(".zh").textContent = p.zh;
+    div.querySelector(".en").textContent = p.en || "(empty)";
+    div.onclick = () => { run.chosen = i; drawProbes(); };
+    return div;
+  }));
+  drawAttention();
+}
+
+function fillSelect(select, count, first) {
+  const options = [...(first ? [first] : []), ...Array.from({ length: count }, (_, i) => String(i))];
+  if (select.options.length === options.length) return;
+  const keep = select.value;
+  select.replaceChildren(...options.map(text => new Option(text, text)));
+  if (options.includes(keep)) select.value = keep;
+}
+
+// The chosen probe's cross-attention: one head of one layer, or the mean of the layer's heads.
+function drawAttention() {
+  const p = run.probes[run.chosen];
+  if (!p) return;
+  fillSelect($("layer"), p.cross.length, null);
+  fillSelect($("head"), p.cross[0].length, "mean");
+  const heads = p.cross[Number($("layer").value) || 0];
+  const head = $("head").value;
+  const matrix = head === "mean" || head === ""
+    ? heads[0].map((row, i) => row.map((_, j) => heads.reduce((sum, h) => sum + h[i][j], 0) / heads.length))
+    : heads[Number(head)];
+  heatmap($("attention"), matrix, p.target, p.source);
+}
+
+function drawSummary() {
+  const last = run.steps[run.steps.length - 1], start = run.start;
+  const size = start ? `d_model ${start.config.d_model}, ${start.config.layers} layer(s), ` +
+    `${start.config.heads} heads, ${start.parameters.toLocaleString()} parameters` : "";
+  const now = last ? `step ${last.step}: loss ${num(last.loss).toFixed(3)}, lr ${num(last.lr).toExponential(2)}, ` +
+    `${Math.round(last.tokens_per_s)} tok/s` : "no step yet";
+  $("summary").textContent = [size, now].filter(Boolean).join(" · ");
+  $("state").textContent = run.ended ? run.status : run.status ? `training (${run.status})` : "training";
+}
+
+function redraw(kinds) {
+  if (kinds.has("step") || kinds.has("eval") || kinds.has("alert") || kinds.has("start")) drawCurves();
+  if (kinds.has("alert")) drawAlerts();
+  if (kinds.has("probe")) drawProbes();
+  drawSummary();
+}
+
+function count(id, value, unit) {
+  $(id).dataset.count = value;
+  $(id).textContent = `${value} ${unit}`;
+}
+
+async function poll() {
+  let data;
+  try {
+    const response = await fetch(`/events?since=${run.since}`, { cache: "no-store" });
+    data = await response.json();
+  } catch (error) {
+    $("state").textContent = "the server has stopped (reload to try again)";
+    return;
+  }
+  if (data.total < run.since) { location.reload(); return; }  // a new run in the same directory
+  if (data.lines.length) {
+    data.lines.forEach(apply);
+    run.since = data.next;
+    count("updates", ++run.updates, "updates");
+    count("events", run.events += data.lines.length, "events");
+    redraw(new Set(data.lines.map(e => e.type)));
+  }
+  if (run.since < data.total) poll();
+  else if (!run.ended) setTimeout(poll, POLL_MS);
+}
+
+$("layer").onchange = $("head").onchange = drawAttention;
+window.onresize = () => redraw(new Set(["step", "probe"]));
+poll();
