@@ -175,35 +175,37 @@ class BeamTrace:
     its token and cumulative log-prob, the finished ones marked. Pass one to
     `beam_search(..., trace=BeamTrace())`; it does not change the search.
 
-    nodes[0] is <bos>; each node is a dict (id, parent, step, token, logp, finished). `best` is
-    the node of the hypothesis beam search returned. A finished greedy translation whose path
-    the beam had pruned is added too, its steps' log-probs unknown (None) but its total's.
+    nodes[0] is <bos>; each node is a dict (id, parent, step, token, logp, finished, greedy).
+    `best` is the node of the hypothesis beam search returned. The greedy translation is always
+    a candidate: where the beam had pruned its path, its nodes are added with greedy=True, their
+    log-probs unknown (None) but the total's.
     """
 
     def __init__(self):
-        self.nodes = [{"id": 0, "parent": None, "step": 0, "token": None, "logp": 0.0, "finished": False}]
+        self.nodes = [{"id": 0, "parent": None, "step": 0, "token": None, "logp": 0.0, "finished": False,
+                       "greedy": False}]
         self.children = {}          # (parent id, token) -> child id
         self.alive = [0]            # the node of each alive row, in the rows' order
         self.best = None
 
-    def child(self, parent: int, token: int, logp) -> int:
+    def child(self, parent: int, token: int, logp, greedy: bool = False) -> int:
         key = (parent, int(token))
         if key not in self.children:
             self.children[key] = len(self.nodes)
             self.nodes.append({"id": len(self.nodes), "parent": parent, "step": self.nodes[parent]["step"] + 1,
                                "token": int(token), "logp": None if logp is None else float(logp),
-                               "finished": False})
+                               "finished": False, "greedy": greedy})
         return self.children[key]
 
     def advance(self, rows, tokens, scores) -> None:
         """The rows that live on: row `rows[j]` of the last step extended by `tokens[j]`."""
         self.alive = [self.child(self.alive[r], t, s) for r, t, s in zip(rows, tokens, scores)]
 
-    def finish(self, tokens, logp) -> int:
+    def finish(self, tokens, logp, greedy: bool = False) -> int:
         """Mark the hypothesis `tokens` (after <bos>) finished with total log-prob `logp`."""
         node = 0
         for token in tokens:
-            node = self.child(node, token, None)
+            node = self.child(node, token, None, greedy)
         self.nodes[node].update(finished=True, logp=float(logp))
         return node
 
@@ -217,10 +219,10 @@ class _Hypotheses:
     def norm(self, logp, length):
         return logp / (length ** self.length_penalty)
 
-    def add(self, logp, tokens):
+    def add(self, logp, tokens, greedy: bool = False):
         self.finished.append((self.norm(logp, len(tokens)), logp, tokens))
         if self.trace is not None:
-            self.trace.finish(tokens, logp)
+            self.trace.finish(tokens, logp, greedy)
 
     def best(self):
         return max(self.finished, key=lambda f: f[0])
@@ -309,7 +311,7 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
         results = []
         for i, hyp in enumerate(hyps):
             row = [int(t) for t in greedy[i]]
-            hyp.add(greedy_score[i], np.array(row[:row.index(eos_id) + 1] if eos_id in row else row))
+            hyp.add(greedy_score[i], np.array(row[:row.index(eos_id) + 1] if eos_id in row else row), greedy=True)
             norm_score, logp, tokens = hyp.best()
             if hyp.trace is not None:
                 hyp.trace.best = hyp.trace.finish(tokens, logp)

@@ -1,6 +1,7 @@
 """The attention lab's web server: the standard library's ThreadingHTTPServer on 127.0.0.1.
 
-It serves two things only: the files of viz/lab/static/ (the page, its script and style), and
+It serves three things only: the files of viz/lab/static/ (the page, its script and style), the
+bundled Chinese font (viz/fontdata, as viz/fonts.py uses it) at /font/cjk.otf, and
 `/api/translate`, which answers with the JSON of a `translate(text, masked_positions) -> dict`
 callable it is given (transformer.lab.translate_with_mask, wired by `python -m viz lab`; viz
 never imports transformer). A bad request gets 400 and {"error": "..."}; a path outside the
@@ -20,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 STATIC = Path(__file__).resolve().parent / "static"
+CJK_FONT = Path(__file__).resolve().parents[1] / "fontdata" / "TinygradLiteCJK-Regular.otf"
 MAX_TEXT = 300          # characters of Chinese a request may carry
 MAX_BODY = 16_384       # bytes of a POST body
 
@@ -53,9 +55,12 @@ def check_text(text) -> str:
 
 
 def static_file(url_path: str) -> Path | None:
-    """The file of the static folder that `url_path` names, or None: "/" is index.html, and a
-    path that leaves the folder (.., an absolute path, a symlink out) or names no file is None."""
+    """The file of the static folder that `url_path` names, or None: "/" is index.html,
+    /font/cjk.otf the bundled font, and a path that leaves the folder (.., an absolute path, a
+    symlink out) or names no file is None."""
     name = unquote(url_path)
+    if name == "/font/cjk.otf":
+        return CJK_FONT if CJK_FONT.is_file() else None
     if name in ("/", "/index.html"):
         name = "index.html"
     elif name.startswith("/static/"):
