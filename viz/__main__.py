@@ -6,6 +6,7 @@
     python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
     python -m viz lab --checkpoint CKPT                   the attention lab, served on 127.0.0.1
+    python -m viz explore transformer --out t.html        step through the backward pass (or --checkpoint)
     python -m viz watch runs/translator                   a training run's live page (train --explore)
 
 A training step's graph is recorded under tinygrad_lite.fast.plain(): the formula, one op at a
@@ -24,6 +25,7 @@ import warnings
 from pathlib import Path
 
 from tinygrad_lite.checks import ACTIVATIONS
+from viz.explorer import cli as explorer_cli
 from viz.lab import cli as lab_cli
 from viz.render import FORMATS, check_output_path
 from viz.watch import cli as watch_cli
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="draw only this kind's section (default: all three)")
     attn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     lab_cli.add_parser(commands)
+    explorer_cli.add_parser(commands, depth=_depth, positive=_positive, sizes=_sizes, activations=ACTIVATIONS)
     watch_cli.add_parser(commands)
     return parser
 
@@ -142,10 +145,11 @@ def _render(graph, out: str) -> list:
     return [render(graph, out)]
 
 
-def run_xor(args) -> list:
+# ---------------------------------------------------------------- one training step each, shared by the
+# graph commands and `explore`: (loss after backward, the model or None), every grad kept
+def xor_step(args) -> tuple:
     """MLP(2, [hidden, 1]) on XOR: logits, mean binary cross-entropy log(1 + e^s) - t*s, backward."""
     from tinygrad_lite.scalar import MLP, Value
-    from viz import draw_graph
 
     model = MLP(2, [args.hidden, 1], act=args.act, seed=args.seed)
     for k, layer in enumerate(model.layers):
@@ -163,7 +167,7 @@ def run_xor(args) -> list:
     loss.label = "loss"
     model.zero_grad()
     loss.backward()
-    return _render(draw_graph(loss, rankdir=args.rankdir, max_nodes=args.max_nodes), args.out)
+    return loss, None
 
 
 def _kernel_backend():
@@ -187,34 +191,32 @@ def _recording(fast: bool):
     return tricks.tricks_on() if fast else tricks.plain()
 
 
-def run_mlp(args) -> list:
-    """tinygrad_lite.nn.MLP on the XOR batch: BCE-with-logits loss, backward keeping every grad."""
+def mlp_step(args) -> tuple:
+    """tinygrad_lite.nn.MLP on the XOR batch: BCE-with-logits loss, backward keeping every grad
+    (and the graph, so `explore` can ask each op what it sent each input)."""
     import numpy as np
 
     from tinygrad_lite import Tensor, manual_seed, retain_grads
     from tinygrad_lite.nn import MLP
     from tinygrad_lite.nn import functional as F
-    from viz import draw_graph
 
     manual_seed(args.seed)
     model = MLP(args.sizes, act=args.act)
     x = Tensor(np.array(XOR_INPUTS, dtype=np.float32), name="x (XOR inputs)")
     target = Tensor(np.array(XOR_TARGETS, dtype=np.float32)[:, None], name="target")
-    with _recording(args.fast), retain_grads():
+    with _recording(getattr(args, "fast", False)), retain_grads():
         loss = F.binary_cross_entropy_with_logits(model(x), target)
-        loss.backward()
-    graph = draw_graph(loss, model=model, collapse=args.depth, rankdir=args.rankdir, max_nodes=args.max_nodes)
-    return _render(graph, args.out)
+        loss.backward(retain_graph=True)
+    return loss, model
 
 
-def run_transformer(args) -> list:
+def transformer_step(args) -> tuple:
     """Transformer(vocab, vocab, d_model, h, N, d_ff) on a random batch: cross-entropy, backward."""
     import numpy as np
 
     from tinygrad_lite import manual_seed, retain_grads
     from tinygrad_lite.nn import functional as F
     from transformer import Transformer
-    from viz import draw_graph
 
     if args.d_model % args.heads:
         raise ValueError(f"transformer: --d-model {args.d_model} must be divisible by --heads {args.heads} "
@@ -227,13 +229,71 @@ def run_transformer(args) -> list:
     rng = np.random.default_rng(args.seed)
     src = rng.integers(1, args.vocab, size=(args.batch, args.src_len))
     tgt = rng.integers(1, args.vocab, size=(args.batch, args.tgt_len + 1))
-    with _recording(args.fast), retain_grads():
+    with _recording(getattr(args, "fast", False)), retain_grads():
         logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, args.vocab), tgt[:, 1:].reshape(-1), ignore_index=0)
-        loss.backward()
+        loss.backward(retain_graph=True)
+    return loss, model
+
+
+def translator_step(args) -> tuple:
+    """One teacher-forced training step of a trained translator on a pair of its own corpus (the
+    built-in one, or the file it was trained on), recorded under fast.plain()."""
+    import numpy as np
+
+    from tinygrad_lite import fast, manual_seed, retain_grads
+    from transformer.data import builtin_corpus, tokenize_en
+    from transformer.train import read_pairs, teacher_forcing_loss
+    from transformer.translator import Translator
+
+    translator, meta, _ = Translator.load(args.checkpoint, with_state=True)
+    recipe = (meta.get("train") or {}).get("train_config") or {}
+    pairs = read_pairs(recipe["data"]).pairs if recipe.get("data") else builtin_corpus()["train"]
+    zh, en = pairs[args.seed % len(pairs)]
+    src = translator.source_ids(zh, warn=False)[None, :]
+    tgt = translator.tgt_vocab.encode(tokenize_en(en, lowercase=translator.lowercase), add_bos=True, add_eos=True)
+    tgt = np.asarray(tgt, dtype=np.int64)[None, :]
+    manual_seed(args.seed)
+    translator.model.train()
+    with _kernel_backend(), fast.plain(), retain_grads():
+        loss = teacher_forcing_loss(translator.model, src, tgt[:, :-1], tgt[:, 1:], recipe.get("label_smoothing", 0.0))
+        loss.backward(retain_graph=True)
+    loss.name = f"loss on {zh} → {en}"
+    return loss, translator.model
+
+
+def run_xor(args) -> list:
+    from viz import draw_graph
+
+    loss, _ = xor_step(args)
+    return _render(draw_graph(loss, rankdir=args.rankdir, max_nodes=args.max_nodes), args.out)
+
+
+def run_mlp(args) -> list:
+    from viz import draw_graph
+
+    loss, model = mlp_step(args)
+    graph = draw_graph(loss, model=model, collapse=args.depth, rankdir=args.rankdir, max_nodes=args.max_nodes)
+    return _render(graph, args.out)
+
+
+def run_transformer(args) -> list:
+    from viz import draw_graph
+
+    loss, model = transformer_step(args)
     graph = draw_graph(loss, model=model, collapse=args.depth, expand=args.expand, rankdir=args.rankdir,
                        max_nodes=args.max_nodes)
     return _render(graph, args.out)
+
+
+STEPS = {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step}
+
+
+def run_explore(args) -> list:
+    """The backward stepper's page (viz/explorer) for one step: a toy model's or a translator's."""
+    explorer_cli.check(args)
+    loss, model = translator_step(args) if args.checkpoint else STEPS[args.model](args)
+    return [explorer_cli.write(loss, model, args)]
 
 
 ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
@@ -291,8 +351,8 @@ def run_lab(args) -> list:
 
 
 COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention,
-            "lab": run_lab, "watch": watch_cli.run}
-IMAGE_FORMATS = {"attention": ("png", "svg", "pdf")}
+            "lab": run_lab, "explore": run_explore, "watch": watch_cli.run}
+IMAGE_FORMATS = {"attention": ("png", "svg", "pdf"), "explore": ("html",)}
 
 
 def _one_line(exc: BaseException) -> str:

@@ -95,6 +95,15 @@ def draw_graph(root, *, model=None, collapse: int | None = None, expand=(), rank
     show_grad: False leaves out gradients and the colouring.
     fmt: the graph's default output format (svg, png, pdf or dot) for `.render()`/`.pipe()`.
     """
+    return build_scene(root, model=model, collapse=collapse, expand=expand, rankdir=rankdir,
+                       max_nodes=max_nodes, show_grad=show_grad, fmt=fmt).to_graphviz(fmt)
+
+
+def build_scene(root, *, model=None, collapse=None, expand=(), rankdir="LR", max_nodes=2000, show_grad=True,
+                fmt=None):
+    """What `draw_graph` draws, before Graphviz: `.to_graphviz(fmt)` makes the graph, and
+    `.source_key`/`.target_key` (id of a Value/Tensor -> the node key its outgoing/incoming
+    edges use) and `.box_path` (box key -> module path) map the engine's nodes onto it."""
     roots = _as_roots(root)
     _check_options(rankdir, max_nodes, collapse, fmt)
     expand = _as_paths(expand)
@@ -110,7 +119,7 @@ def draw_graph(root, *, model=None, collapse: int | None = None, expand=(), rank
         hint = ("pass collapse=2 (one box per module at depth 2) or a higher max_nodes"
                 if isinstance(scene, _TensorScene) else "draw a smaller expression or pass a higher max_nodes")
         raise ValueError(f"draw_graph: the graph has {count:,} nodes, more than max_nodes={max_nodes:,}; {hint}")
-    return scene.to_graphviz(fmt)
+    return scene
 
 
 # ---------------------------------------------------------------- argument checks
@@ -240,6 +249,9 @@ class _Scene:
         self.clusters: dict[str, tuple] = {}  # path -> (parent path or None, label)
         self.boxes = 0
         self.notes: list[str] = []
+        self.source_key: dict[int, str] = {}
+        self.target_key: dict[int, str] = {}
+        self.box_path: dict[str, str] = {}
 
     def add_node(self, key: str, home: str | None, norm: float | None, **attrs):
         self.nodes[key] = attrs
@@ -366,6 +378,8 @@ class _ValueScene(_Scene):
         has_grad = show_grad and any(v.grad != 0 for v in order)
         root_ids = {id(r) for r in roots}
         key = {id(v): f"v{i}" for i, v in enumerate(order)}
+        self.source_key = key
+        self.target_key = {id(v): key[id(v)] + "_op" if v._prev else key[id(v)] for v in order}
         for v in order:
             fields = ([v.label] if v.label else []) + [f"data {format_number(v.data)}"]
             if show_grad:
@@ -429,8 +443,6 @@ class _TensorScene(_Scene):
         homes = {id(t): self.tree.home(t) for t in order}
         self.folded = {id(t) for t in order if self._is_foldable(t)}
         unit_of = self._group_into_boxes(order, homes)
-        self.source_key: dict[int, str] = {}
-        self.target_key: dict[int, str] = {}
         self._add_boxes(unit_of)
         for t in order:
             if id(t) not in unit_of and id(t) not in self.folded:
@@ -504,6 +516,7 @@ class _TensorScene(_Scene):
                 members[unit_of[id(t)]].append(t)
         for (path, number), tensors in members.items():
             key = f"box_{len(self.nodes)}"
+            self.box_path[key] = path
             inside = {id(t) for t in tensors}
             for t in tensors:
                 self.source_key[id(t)] = self.target_key[id(t)] = key

@@ -1,0 +1,223 @@
+// The backward stepper: walks DATA.steps (node indices in the order backward visits them),
+// highlights each node in the Graphviz SVG of the current view and shows the engine's numbers.
+"use strict";
+const DATA = JSON.parse(document.getElementById("explorer-data").textContent);
+const $ = (id) => document.getElementById(id);
+const state = { view: DATA.start, step: 0, shown: {} };  // shown: svg key -> <g>
+
+// ------------------------------------------------------------ numbers
+function fmt(x) {
+  return typeof x === "number" ? x.toPrecision(6) : String(x);  // "nan", "inf" come as text
+}
+
+function nums(summary, cls) {
+  const box = document.createElement("div");
+  box.className = "nums " + (cls || "");
+  summary.head.forEach((x, k) => {
+    const span = document.createElement("span");
+    span.className = "num";
+    span.dataset.i = k;
+    span.textContent = fmt(x);
+    box.appendChild(span);
+  });
+  return box;
+}
+
+function stats(summary) {
+  const p = document.createElement("div");
+  p.className = "stats";
+  const shape = summary.shape.length ? "(" + summary.shape.join(", ") + ")" : "scalar";
+  let text = "shape " + shape + " · norm ";
+  p.innerHTML = "";
+  p.append(text);
+  const norm = document.createElement("span");
+  norm.className = "norm";
+  norm.textContent = fmt(summary.norm);
+  p.append(norm);
+  if (summary.n > 1) p.append(" · min " + fmt(summary.min) + " · max " + fmt(summary.max) + " · mean " + fmt(summary.mean));
+  if (summary.truncated) p.append(" · showing the first " + summary.head.length + " of " + summary.n + " values");
+  return p;
+}
+
+function describe(summary, target, cls) {
+  target.replaceChildren();
+  if (!summary) {
+    target.textContent = "not kept (see the notes below)";
+    return;
+  }
+  target.append(nums(summary, cls), stats(summary));
+}
+
+// ------------------------------------------------------------ small pictures
+function heatmap(grid) {
+  const rows = grid.length, cols = grid[0].length, cell = Math.max(4, Math.floor(120 / Math.max(rows, cols)));
+  const canvas = document.createElement("canvas");
+  canvas.width = cols * cell; canvas.height = rows * cell;
+  const ctx = canvas.getContext("2d");
+  const big = Math.max(1e-30, ...grid.flat().filter((x) => typeof x === "number").map(Math.abs));
+  grid.forEach((row, r) => row.forEach((x, c) => {
+    const t = typeof x === "number" ? x / big : 0;  // blue negative, red positive
+    const a = Math.round(255 * (1 - Math.abs(t)));
+    ctx.fillStyle = t >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
+    ctx.fillRect(c * cell, r * cell, cell, cell);
+  }));
+  return canvas;
+}
+
+function histogram(hist) {
+  const canvas = document.createElement("canvas");
+  canvas.width = 160; canvas.height = 48;
+  const ctx = canvas.getContext("2d"), top = Math.max(...hist.counts), w = canvas.width / hist.counts.length;
+  ctx.fillStyle = "#2a7ae2";
+  hist.counts.forEach((n, k) => {
+    const h = top ? (n / top) * (canvas.height - 2) : 0;
+    ctx.fillRect(k * w + 1, canvas.height - h, w - 2, h);
+  });
+  return canvas;
+}
+
+// ------------------------------------------------------------ the graph
+function view() { return DATA.views[state.view]; }
+
+function showView(id) {
+  if (!DATA.views[id]) return;
+  state.view = id;
+  const graph = $("graph");
+  graph.innerHTML = view().svg;
+  graph.dataset.view = id;
+  state.shown = {};
+  graph.querySelectorAll("g.node, g.cluster").forEach((g) => {
+    const title = g.querySelector("title");
+    if (!title) return;
+    const key = title.textContent;
+    g.dataset.key = key;
+    if (g.classList.contains("node")) state.shown[key] = g;
+    const target = view().clicks[key];
+    if (target && DATA.views[target]) {
+      g.classList.add("clickable");
+      g.dataset.opens = target;
+      g.addEventListener("click", (event) => { event.stopPropagation(); showView(target); });
+    }
+    if (g.classList.contains("node")) {
+      g.addEventListener("mouseenter", (event) => showTip(key, event));
+      g.addEventListener("mousemove", moveTip);
+      g.addEventListener("mouseleave", () => { $("tip").hidden = true; });
+    }
+  });
+  highlight();
+}
+
+function keysOf(node) { return view().keys[node] || []; }
+
+function highlight() {
+  const graph = $("graph"), node = DATA.steps[state.step];
+  graph.querySelectorAll(".current, .visited, .grad-in").forEach((g) => g.classList.remove("current", "visited", "grad-in"));
+  DATA.steps.slice(0, state.step).forEach((i) => keysOf(i).forEach((k) => state.shown[k] && state.shown[k].classList.add("visited")));
+  const mine = keysOf(node);
+  mine.forEach((k) => state.shown[k] && state.shown[k].classList.add("current"));
+  graph.querySelectorAll("g.edge").forEach((g) => {
+    const [from, to] = g.querySelector("title").textContent.split("->");
+    if (mine.includes(from) && !mine.includes(to)) g.classList.add("grad-in");
+  });
+  const first = state.shown[mine[0]];
+  if (first) first.scrollIntoView({ block: "center", inline: "center" });
+}
+
+// ------------------------------------------------------------ the panel
+function label(i) {
+  const n = DATA.nodes[i];
+  return n.label + (n.op && !n.label.startsWith(n.op) ? " [" + n.op + "]" : "");
+}
+
+function showArrivals(i) {
+  const box = $("arrivals"), node = DATA.nodes[i];
+  box.replaceChildren();
+  if (state.step === 0) {
+    box.textContent = "This is the output L: backward starts here with ∂L/∂L = 1.";
+    return;
+  }
+  if (!node.from.length) {
+    box.textContent = "no consumer's contribution was kept (see the notes below)";
+    return;
+  }
+  node.from.forEach((c) => {
+    const div = document.createElement("div");
+    div.className = "arrival";
+    div.dataset.from = c.node;
+    div.append("from " + label(c.node) + ", its input " + c.arg + (c.local !== undefined ? " (local derivative " + fmt(c.local) + ")" : ""));
+    div.append(nums(c.grad), stats(c.grad));
+    box.appendChild(div);
+  });
+  if (node.from.length > 1) {
+    const sum = document.createElement("p");
+    sum.className = "sum";
+    const parts = node.from.map((c) => (c.grad.n === 1 ? fmt(c.grad.head[0]) : "g" + (node.from.indexOf(c) + 1)));
+    const total = node.grad ? (node.grad.n === 1 ? fmt(node.grad.head[0]) : "the gradient below") : "?";
+    sum.textContent = `it feeds ${node.from.length} consumers, so backward adds (+=): ∂L/∂node = ${parts.join(" + ")} = ${total}`;
+    box.appendChild(sum);
+  }
+}
+
+function showStep(k) {
+  state.step = Math.max(0, Math.min(DATA.steps.length - 1, k));
+  const i = DATA.steps[state.step], node = DATA.nodes[i];
+  $("counter").textContent = `step ${state.step + 1} / ${DATA.steps.length}`;
+  $("node-title").textContent = label(i);
+  const where = keysOf(i).some((key) => view().boxes[key]) ? " · inside the module box " + view().boxes[keysOf(i)[0]] + " (click it to open)" : "";
+  $("node-meta").textContent = (node.op ? "made by op " + node.op : node.kind) + (node.dtype ? " · " + node.dtype : "") + where;
+  $("rule").textContent = node.rule;
+  const grad = $("grad-view");
+  grad.dataset.node = i;
+  grad.dataset.step = state.step;
+  describe(node.grad, grad);
+  describe(node.value, $("value-view"));
+  showArrivals(i);
+  highlight();
+}
+
+// ------------------------------------------------------------ hover
+function showTip(key, event) {
+  const tip = $("tip"), nodes = Object.keys(view().keys).filter((i) => keysOf(i).includes(key)).map(Number);
+  tip.replaceChildren();
+  if (view().boxes[key]) {
+    tip.append(`module ${view().boxes[key]}: ${nodes.length} nodes inside` + (view().clicks[key] ? " · click to open" : ""));
+  } else if (nodes.length) {
+    const node = DATA.nodes[nodes[0]];
+    tip.dataset.node = nodes[0];
+    const title = document.createElement("b");
+    title.textContent = label(nodes[0]);
+    tip.append(title, document.createElement("br"), "value");
+    tip.append(nums(node.value, "tip-value"), stats(node.value), "grad");
+    if (node.grad) tip.append(nums(node.grad, "tip-grad"), stats(node.grad)); else tip.append(" not kept");
+    const pic = node.grad || node.value;
+    if (pic.grid && pic.n > 1) tip.append(heatmap(pic.grid));
+    if (pic.hist && pic.n > 1) tip.append(histogram(pic.hist));
+  } else {
+    return;
+  }
+  tip.hidden = false;
+  moveTip(event);
+}
+
+function moveTip(event) {
+  const tip = $("tip");
+  tip.style.left = Math.min(event.clientX + 14, window.innerWidth - 370) + "px";
+  tip.style.top = Math.min(event.clientY + 14, window.innerHeight - tip.offsetHeight - 4) + "px";
+}
+
+// ------------------------------------------------------------ controls
+$("start").addEventListener("click", () => showStep(0));
+$("prev").addEventListener("click", () => showStep(state.step - 1));
+$("next").addEventListener("click", () => showStep(state.step + 1));
+$("end").addEventListener("click", () => showStep(DATA.steps.length - 1));
+document.addEventListener("keydown", (event) => {
+  const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+  if (event.key in moves) showStep(state.step + moves[event.key]);
+  else if (event.key === "Home") showStep(0);
+  else if (event.key === "End") showStep(DATA.steps.length - 1);
+  else return;
+  event.preventDefault();
+});
+DATA.notes.forEach((text) => { const li = document.createElement("li"); li.textContent = text; $("notes").appendChild(li); });
+showView(state.view);
+showStep(0);

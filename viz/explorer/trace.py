@@ -1,0 +1,160 @@
+"""The backward pass of a recorded graph, read back as plain data for the explorer page.
+
+`trace(loss, model)` lists every node the loss was computed from (a scalar `Value` or a
+`Tensor`), with its value and gradient as the engine holds them (`.data`, `.grad`), the order
+backward visits them, and for each node the gradient each consumer sent it: for a Value its
+local derivative times the consumer's gradient (`_local_grads`), for a Tensor what the
+consumer's backward function returns given the consumer's gradient. Numbers keep 9
+significant digits (enough to give a float32 back exactly); big tensors keep a summary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .rules import local_rule
+
+HEAD = 16      # values shown as numbers
+GRID = 12      # rows and columns of the heatmap
+BINS = 16      # histogram bins
+NOTE_NO_RETAINED = ("interior tensors hold no .grad: run backward() inside tinygrad_lite.retain_grads() "
+                    "to see every node's gradient")
+NOTE_NO_GRAPH = ("the graph's backward functions were freed: run loss.backward(retain_graph=True) to see "
+                 "each consumer's contribution (the totals below are the engine's .grad)")
+
+
+def number(x) -> float | str:
+    """A float with 9 significant digits for JSON; NaN and ±Inf as text."""
+    x = float(x)
+    if not np.isfinite(x):
+        return str(x)
+    return float(f"{x:.9g}")
+
+
+def summary(array, brief: bool = False) -> dict:
+    """What the page shows of an array: its first values, norm, range and mean; unless brief,
+    a heatmap grid of its top-left corner and a histogram of all its values."""
+    a = np.asarray(array)
+    flat = a.reshape(-1).astype(np.float64)
+    finite = flat[np.isfinite(flat)]
+    out = {"shape": [int(n) for n in a.shape], "n": int(flat.size), "head": [number(x) for x in flat[:HEAD]],
+           "norm": number(np.sqrt(np.sum(finite * finite))) if finite.size else 0.0,
+           "min": number(finite.min()) if finite.size else 0.0, "max": number(finite.max()) if finite.size else 0.0,
+           "mean": number(finite.mean()) if finite.size else 0.0, "truncated": flat.size > HEAD}
+    if brief:
+        return out
+    grid = flat.reshape(1, -1) if a.ndim < 2 else flat.reshape(-1, a.shape[-1])
+    out["grid"] = [[number(x) for x in row[:GRID]] for row in grid[:GRID]]
+    if finite.size:
+        counts, edges = np.histogram(finite, bins=BINS)
+        out["hist"] = {"counts": counts.tolist(), "lo": number(edges[0]), "hi": number(edges[-1])}
+    return out
+
+
+@dataclass
+class Trace:
+    """nodes: JSON-ready dicts; steps: node indices in the order backward visits them;
+    engine: the Value/Tensor behind each node (same order); notes: what the page should say."""
+
+    kind: str
+    nodes: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    engine: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def index(self) -> dict:
+        return {id(obj): i for i, obj in enumerate(self.engine)}
+
+
+def graph_order(roots) -> list:
+    """Every node the roots depend on, inputs before outputs, by depth-first search in argument
+    order (the order Value.backward and draw_graph use)."""
+    order, seen = [], set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root._prev))]
+        while stack:
+            node, inputs = stack[-1]
+            for parent in inputs:
+                if id(parent) not in seen:
+                    seen.add(id(parent))
+                    stack.append((parent, iter(parent._prev)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def trace(loss, model=None) -> Trace:
+    """The nodes, their numbers and the backward order of the graph that computed `loss`."""
+    from tinygrad_lite.scalar import Value
+    from tinygrad_lite.tensor import Tensor
+
+    if isinstance(loss, Value):
+        return _trace_values(loss)
+    if isinstance(loss, Tensor):
+        return _trace_tensors(loss, model)
+    raise TypeError(f"explore: loss must be a tinygrad_lite Tensor or Value, got {type(loss).__name__}")
+
+
+def _node(i, label, op, value, grad, kind) -> dict:
+    return {"i": i, "label": label, "op": op, "rule": local_rule(op), "kind": kind, "value": value,
+            "grad": grad, "inputs": [], "from": [], "step": None}
+
+
+def _trace_values(loss) -> Trace:
+    order = graph_order([loss])
+    result = Trace("value", engine=order)
+    at = result.index()
+    for i, v in enumerate(order):
+        kind = "op" if v._prev else "leaf"
+        node = _node(i, v.label or (f"{v._op} → {v.data:.4g}" if v._prev else f"{v.data:.4g}"), v._op,
+                     summary(v.data), summary(v.grad), kind)
+        node["inputs"] = [at[id(p)] for p in v._prev]
+        result.nodes.append(node)
+    for c in order:
+        for arg, (p, local) in enumerate(zip(c._prev, c._local_grads)):
+            result.nodes[at[id(p)]]["from"].append({"node": at[id(c)], "arg": arg, "local": number(local),
+                                                    "grad": summary(local * c.grad, brief=True)})
+    result.steps = [at[id(v)] for v in reversed(order)]
+    return result
+
+
+def _tensor_label(t, names: dict) -> str:
+    name = names.get(id(t)) or t.name
+    if name:
+        return name
+    return f"{t._op} out" if t._prev else "constant"
+
+
+def _trace_tensors(loss, model) -> Trace:
+    from tinygrad_lite.autograd import toposort
+
+    order = graph_order([loss])
+    result = Trace("tensor", engine=order)
+    at = result.index()
+    names = {id(p): name for name, p in model.named_parameters()} if model is not None else {}
+    for i, t in enumerate(order):
+        kind = "op" if t._prev else ("param" if id(t) in names or t.requires_grad else "constant")
+        grad = None if t.grad is None else summary(t.grad)
+        node = _node(i, _tensor_label(t, names), t._op, summary(t.data), grad, kind)
+        node.update(inputs=[at[id(p)] for p in t._prev], dtype=str(t.dtype))
+        result.nodes.append(node)
+    steps = list(reversed(toposort(loss)))
+    result.steps = [at[id(t)] for t in steps]
+    if any(t._prev and t.grad is None for t in steps):
+        result.notes.append(NOTE_NO_RETAINED)
+    if any(t._prev and t._backward is None for t in steps):
+        result.notes.append(NOTE_NO_GRAPH)
+    for c in steps:
+        if not c._prev or c.grad is None or c._backward is None:
+            continue
+        for arg, (p, pg) in enumerate(zip(c._prev, c._backward(c.grad))):
+            if pg is not None and p.requires_grad:
+                result.nodes[at[id(p)]]["from"].append({"node": at[id(c)], "arg": arg,
+                                                        "grad": summary(pg, brief=True)})
+    return result
