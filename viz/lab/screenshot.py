@@ -29,9 +29,13 @@ def lab_screenshot(driver, url: str, out="docs/img/lab.png", text: str = "我喜
     driver.execute_script(f"document.querySelector('.token[data-position=\"{int(mask)}\"]').click()")
     wait_for(driver, "document.body.dataset.results >= 3")
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(width, min(int(height) + 140, 2400))
+    size = driver.get_window_size()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not driver.save_screenshot(str(out)):
-        raise RuntimeError(f"lab screenshot: the browser could not write {out}")
+    try:
+        driver.set_window_size(width, min(int(height) + 140, 2400))
+        if not driver.save_screenshot(str(out)):
+            raise RuntimeError(f"lab screenshot: the browser could not write {out}")
+    finally:
+        driver.set_window_size(size["width"], size["height"])
     return out

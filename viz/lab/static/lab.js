@@ -131,13 +131,15 @@ function heatmap(canvas, matrix, queries, keys, masked) {
   const cell = Math.max(10, Math.min(26, Math.floor(360 / Math.max(queries.length, keys.length))));
   const ctx = canvas.getContext("2d");
   ctx.font = FONT;
+  const keyLabels = keys.map((t, k) => (masked.has(k) ? `✕ ${t}` : t));
   const labelWidth = (labels) => Math.max(...labels.map((t) => ctx.measureText(t).width)) + 8;
-  const left = labelWidth(queries), top = labelWidth(keys);
+  const left = labelWidth(queries), top = labelWidth(keyLabels);
   const ratio = window.devicePixelRatio || 1;
   canvas.width = (left + cell * keys.length + 4) * ratio;
   canvas.height = (top + cell * queries.length + 4) * ratio;
   canvas.style.width = `${canvas.width / ratio}px`;
   canvas.style.height = `${canvas.height / ratio}px`;
+  Object.assign(canvas.dataset, { left, top, cell });   // where the cells are: tests read them
   ctx.scale(ratio, ratio);
   ctx.font = FONT;
   matrix.forEach((row, q) => row.forEach((w, k) => {
@@ -148,13 +150,13 @@ function heatmap(canvas, matrix, queries, keys, masked) {
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";
   queries.forEach((t, q) => ctx.fillText(t, left - 4, top + q * cell + cell / 2));
-  keys.forEach((t, k) => {
+  keyLabels.forEach((t, k) => {
     ctx.save();
     ctx.translate(left + k * cell + cell / 2, top - 4);
     ctx.rotate(-Math.PI / 2);
     ctx.textAlign = "left";
     ctx.fillStyle = masked.has(k) ? "#b02020" : "#1d2330";
-    ctx.fillText(masked.has(k) ? `✕ ${t}` : t, 0, 0);
+    ctx.fillText(t, 0, 0);
     ctx.restore();
   });
   canvas.addEventListener("mousemove", (event) => {
