@@ -50,7 +50,7 @@ class Explorer:
         page = _static("explorer.html")
         for slot, text in (("/*STYLE*/", _static("explorer.css")), ("/*TITLE*/", html.escape(self.data["title"])),
                            ("/*DATA*/", payload), ("/*SCRIPT*/", _static("explorer.js"))):
-            page = page.replace(slot, text, 1)
+            page = page.replace(slot, text)
         return page
 
     def save(self, path) -> Path:
@@ -84,8 +84,7 @@ def explore(loss, model=None, *, depth: int | None = None, expand=(), rankdir: s
     if traced.kind == "value" and (model is not None or depth is not None or expand):
         raise ValueError("explore: model, depth and expand apply to Tensor graphs built by Modules; "
                          "a Value graph has no modules")
-    root = traced.nodes[traced.steps[0]]["grad"] if traced.steps else None
-    if root is None or root["norm"] == 0 and all(n["grad"] is None or n["grad"]["norm"] == 0 for n in traced.nodes):
+    if all(n["grad"] is None or n["grad"]["norm"] == 0 for n in traced.nodes):
         raise ValueError("explore: the graph holds no gradients; call loss.backward() first")
     rankdir = rankdir or ("LR" if traced.kind == "value" else "TB")
     views, notes = build_views(loss, model, depth, expand, rankdir, max_nodes, traced.index())

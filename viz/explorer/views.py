@@ -27,12 +27,12 @@ def svg_text(scene) -> str:
 
 
 def _keys(scene, index: dict) -> dict:
-    """node index -> the SVG node keys that show it (its record and its op, or its module box)."""
+    """node index (as text, a JSON key) -> the SVG node keys that show it (its record and its op, or its module box)."""
     keys = {}
     for obj_id, i in index.items():
         shown = [k for k in (scene.source_key.get(obj_id), scene.target_key.get(obj_id)) if k]
         if shown:
-            keys[i] = list(dict.fromkeys(shown))
+            keys[str(i)] = list(dict.fromkeys(shown))
     return keys
 
 
