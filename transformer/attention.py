@@ -46,13 +46,13 @@ class MultiHeadAttention(Module):
     (`nn.functional.fused_attention`), the same numbers (tests/test_fused_attention.py).
     """
 
-    def __init__(self, d_model: int, h: int, dropout: float = 0.1, dtype=np.float32):
+    def __init__(self, d_model: int, h: int, dropout: float = 0.1, bias: bool = True, dtype=np.float32):
         super().__init__()
         self.d_model, self.h, self.d_k = d_model, h, head_size("MultiHeadAttention", d_model, h)
-        self.w_q = Linear(d_model, d_model, dtype=dtype)
-        self.w_k = Linear(d_model, d_model, dtype=dtype)
-        self.w_v = Linear(d_model, d_model, dtype=dtype)
-        self.w_o = Linear(d_model, d_model, dtype=dtype)
+        self.w_q = Linear(d_model, d_model, bias=bias, dtype=dtype)  # bias=False: nanoGPT's option
+        self.w_k = Linear(d_model, d_model, bias=bias, dtype=dtype)
+        self.w_v = Linear(d_model, d_model, bias=bias, dtype=dtype)
+        self.w_o = Linear(d_model, d_model, bias=bias, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.keep_weights = False
         self.weights = None  # the last attention weights (B, h, T_q, T_k) when keep_weights is set
