@@ -84,9 +84,9 @@ class TrainingEvents(TrainingReport):
                                                        "clip", "max_steps", "epochs", "minutes", "seed")},
                   parameters=trainer.model.num_parameters())
 
-    def emit(self, kind: str, **fields) -> None:
+    def emit(self, event: str, **fields) -> None:
         seconds = time.perf_counter() - self.trainer.started
-        record = {"type": kind, "step": self.trainer.step, "t": round(seconds, 3), **fields}
+        record = {"type": event, "step": self.trainer.step, "t": round(seconds, 3), **fields}
         self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.file.flush()
 

@@ -4,6 +4,7 @@ own static files and one file of the run directory, the events (JSON lines) from
     GET /                    the page (static/index.html)
     GET /static/NAME         a file of viz/watch/static (no subfolders, no links out)
     GET /events?since=N      {"lines": [event, ...], "next": M, "total": T}: at most LIMIT events
+    GET /font.otf            the CJK font bundled in viz/fontdata (a browser may have none for 苹果)
 
 Anything else is 404, so nothing outside the static directory and the run's events file can be read."""
 from __future__ import annotations
@@ -19,8 +20,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .events_file import EVENTS_FILE, EventsFile
 
 STATIC = Path(__file__).resolve().parent / "static"
+FONT = STATIC.parent.parent / "fontdata" / "TinygradLiteCJK-Regular.otf"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
+         ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml", ".otf": "font/otf"}
 LIMIT = 2000  # events per response: a long run's history arrives in pages
 
 
@@ -45,7 +47,7 @@ class WatchHandler(BaseHTTPRequestHandler):
             return self.send_events(parse_qs(url.query))
         name = "index.html" if url.path == "/" else url.path[len("/static/"):] \
             if url.path.startswith("/static/") else ""
-        path = static_file(name)
+        path = FONT if url.path == "/font.otf" else static_file(name)
         if path is None:
             return self.send_error(404)
         self.send(path.read_bytes(), TYPES.get(path.suffix, "application/octet-stream"))

@@ -84,7 +84,7 @@ function drawAxes(ctx, a) {
     ctx.fillText(label(a.logY ? Math.pow(10, v) : v), 4, yAt(v) + 4);
   }
   for (const v of ticks(x0, x1)) ctx.fillText(label(v), X(v) - 8, height - 6);
-  ctx.fillText("step", width - pad.right - 24, height - 6);
+  ctx.fillText("step", 4, height - 6);
 }
 
 // matrix: rows x cols in [0, 1]; rowLabels down the left, colLabels along the top.
@@ -93,7 +93,7 @@ function heatmap(canvas, matrix, rowLabels, colLabels) {
   if (!matrix.length) return;
   const left = 70, top = 24;
   const cell = Math.max(4, Math.min(36, (width - left) / colLabels.length, (height - top) / rowLabels.length));
-  ctx.font = "13px system-ui, sans-serif";
+  ctx.font = '13px system-ui, sans-serif, "TinygradLite CJK"';
   matrix.forEach((row, i) => row.forEach((v, j) => {
     const shade = Math.round(255 * (1 - Math.min(1, Math.max(0, v))));
     ctx.fillStyle = `rgb(${shade}, ${Math.round(0.6 * shade + 100)}, 255)`;

@@ -134,4 +134,5 @@ async function poll() {
 
 $("layer").onchange = $("head").onchange = drawAttention;
 window.onresize = () => redraw(new Set(["step", "probe"]));
+document.fonts.load('13px "TinygradLite CJK"', "中").then(drawAttention);  // the heatmap's labels, once the font is here
 poll();
