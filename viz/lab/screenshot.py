@@ -1,5 +1,10 @@
 """docs/img/lab.png from a real run: the lab page in a browser (a selenium WebDriver), a sentence
-translated and one source token masked, saved as a PNG. The README's picture of the lab."""
+translated and one source token masked, saved as a PNG. The README's picture of the lab, made by
+
+    python3 -m transformer train --out runs/lab --minutes 6 --d-model 64 --heads 4 --layers 2 --d-ff 256
+    python3 -m viz lab --checkpoint runs/lab/best.safetensors --port 8765 &
+    lab_screenshot(driver, "http://127.0.0.1:8765/", "docs/img/lab.png", text="我昨天买了三本书", mask=1)
+"""
 from __future__ import annotations
 
 import time
