@@ -65,7 +65,7 @@ def assert_ok(done, out: Path):
 # ---------------------------------------------------------------- subcommands
 def test_xor_draws_the_scalar_backprop_graph(tmp_path, renderer):
     out = tmp_path / "xor.svg"
-    assert_ok(run_viz("xor", "--out", out), out)
+    assert_ok(run_viz("xor", "--points", "4", "--hidden", "4", "--out", out), out)
     nodes = svg_nodes(out)
     labels = {lines[0] for lines in nodes}
     assert {"loss", "L0.n0.w0", "L1.n0.b", "x3[1]"} <= labels  # all 4 XOR points, both layers
@@ -77,8 +77,35 @@ def test_xor_draws_the_scalar_backprop_graph(tmp_path, renderer):
 def test_xor_with_one_point_is_smaller(tmp_path, renderer):
     small, full = tmp_path / "one.svg", tmp_path / "four.svg"
     assert_ok(run_viz("xor", "--points", "1", "--out", small), small)
-    assert_ok(run_viz("xor", "--out", full), full)
+    assert_ok(run_viz("xor", "--points", "4", "--out", full), full)
     assert len(svg_nodes(small)) < len(svg_nodes(full)) / 2
+
+
+def svg_size(path) -> tuple:
+    """(width, height) of a Graphviz SVG in its own units, points (1/72 inch)."""
+    root = ET.parse(path).getroot()
+    return tuple(float(root.get(side).removesuffix("pt")) for side in ("width", "height"))
+
+
+def test_default_xor_picture_is_readable_at_full_size(tmp_path, renderer):
+    """The default is one point through MLP(2, [2, 1]): about 50 nodes, not 300, and a picture
+    about one screen wide (the 4-point graph was 5,873 pt wide)."""
+    out = tmp_path / "xor.svg"
+    assert_ok(run_viz("xor", "--out", out), out)
+    nodes = svg_nodes(out)
+    assert 20 <= len(nodes) <= 80
+    assert {"loss", "L0.n1.w1", "L1.n0.b", "x0[1]"} <= {lines[0] for lines in nodes}
+    width, height = svg_size(out)
+    assert width <= 2000 and height <= 2000, (width, height)
+    help_text = run_viz("xor", "--help").stdout
+    assert "--points 4" in " ".join(help_text.split())
+
+
+def test_xor_pdf_of_all_four_points_is_written(tmp_path, renderer):
+    out = tmp_path / "xor.pdf"
+    assert_ok(run_viz("xor", "--points", "4", "--hidden", "4", "--out", out), out)
+    pdf = out.read_bytes()
+    assert pdf.startswith(b"%PDF-") and pdf.rstrip().endswith(b"%%EOF")
 
 
 def test_mlp_draws_the_tensor_backprop_graph(tmp_path, renderer):

@@ -1,6 +1,7 @@
 """python -m viz: draw backprop graphs and attention maps from the command line.
 
-    python -m viz xor --out xor.svg                       scalar MLP on XOR, one training step
+    python -m viz xor --out xor.svg                       scalar MLP on one XOR point, one training step
+    python -m viz xor --points 4 --hidden 4 --out x.svg   the same on all four points (300 nodes: zoom in)
     python -m viz mlp --out mlp.svg                       tensor MLP (tinygrad_lite.nn.MLP), one step
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
     python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
@@ -92,10 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
         return sub
 
-    xor = graph_command("xor", "the scalar MLP's backprop graph after one training step on XOR", "LR", fast=False)
-    xor.add_argument("--hidden", type=_positive, default=4, help="hidden neurons (MLP(2, [hidden, 1]))")
-    xor.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=4,
-                     help="how many of the 4 XOR examples the step uses (1 gives a small picture)")
+    xor = graph_command("xor", XOR_HELP, "TB", fast=False)
+    xor.add_argument("--hidden", type=_positive, default=2,
+                     help="hidden neurons (MLP(2, [hidden, 1])); default 2, the fewest that can learn XOR")
+    xor.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=1,
+                     help="how many of the 4 XOR examples the step uses; default 1, a picture readable at "
+                          "100%% (about 50 nodes); each point adds a copy of the whole network "
+                          "(--points 4 --hidden 4: about 300 nodes, to zoom into)")
     xor.add_argument("--act", default="tanh", choices=ACTIVATIONS)
 
     mlp = graph_command("mlp", "a tensor MLP's backprop graph after one training step on XOR", "LR")
@@ -133,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- the subcommands
+XOR_HELP = ("the scalar MLP's backprop graph, micrograd style, after one training step on XOR: by default one "
+            "example, (1, 1) -> 0, through MLP(2, [2, 1]), drawn top to bottom")
+XOR_ORDER = (3, 1, 2, 0)  # the examples --points takes, (1, 1) first: every weight then gets a gradient
 FAST_HELP = ("draw the step as training runs it: every trick of tinygrad_lite/fast.py on and the default "
              "kernels, so fused ops appear (a Transformer's fused_attention, add_dropout, linear_relu_dropout), "
              "each labelled with the formula it stands for. Without it the step is recorded under "
@@ -158,7 +165,8 @@ def xor_step(args) -> tuple:
                 w.label = f"L{k}.n{j}.w{i}"
             neuron.b.label = f"L{k}.n{j}.b"
     losses = []
-    for p, ((x0, x1), target) in enumerate(zip(XOR_INPUTS[:args.points], XOR_TARGETS)):
+    examples = [(XOR_INPUTS[i], XOR_TARGETS[i]) for i in XOR_ORDER[:args.points]]
+    for p, ((x0, x1), target) in enumerate(examples):
         x = [Value(x0, label=f"x{p}[0]"), Value(x1, label=f"x{p}[1]")]
         logit = model(x)
         logit.label = f"logit{p}"

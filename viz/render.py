@@ -23,7 +23,6 @@ widths), so its png is laid out in Helvetica.
 from __future__ import annotations
 
 import errno
-import io
 import os
 import shutil
 import subprocess
@@ -196,19 +195,10 @@ def svg_with_font_fallbacks(svg: bytes) -> bytes:
 
 
 def _png_to_pdf(png: bytes) -> bytes:
-    """Wrap a rendered png in a one-page pdf of the same physical size (for graphviz-pure)."""
-    from matplotlib.backends.backend_pdf import FigureCanvasPdf
-    from matplotlib.figure import Figure
-    from matplotlib.image import imread
+    """A one-page pdf of the rendered png, the same physical size (for graphviz-pure)."""
+    from .pdf_page import png_to_pdf
 
-    image = imread(io.BytesIO(png), format="png")
-    height, width = image.shape[:2]
-    figure = Figure(figsize=(width / _PNG_DPI, height / _PNG_DPI), dpi=_PNG_DPI)
-    FigureCanvasPdf(figure)
-    figure.figimage(image, 0, 0)
-    out = io.BytesIO()
-    figure.savefig(out, format="pdf", dpi=_PNG_DPI)
-    return out.getvalue()
+    return png_to_pdf(png, _PNG_DPI)
 
 
 def _as_path(out_path, op: str) -> Path:
