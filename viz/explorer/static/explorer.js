@@ -27,9 +27,7 @@ function stats(summary) {
   const p = document.createElement("div");
   p.className = "stats";
   const shape = summary.shape.length ? "(" + summary.shape.join(", ") + ")" : "scalar";
-  let text = "shape " + shape + " · norm ";
-  p.innerHTML = "";
-  p.append(text);
+  p.append("shape " + shape + " · norm ");
   const norm = document.createElement("span");
   norm.className = "norm";
   norm.textContent = fmt(summary.norm);
@@ -104,7 +102,7 @@ function showView(id) {
       g.addEventListener("mouseleave", () => { $("tip").hidden = true; });
     }
   });
-  highlight();
+  showStep(state.step);
 }
 
 function keysOf(node) { return view().keys[node] || []; }
@@ -220,4 +218,3 @@ document.addEventListener("keydown", (event) => {
 });
 DATA.notes.forEach((text) => { const li = document.createElement("li"); li.textContent = text; $("notes").appendChild(li); });
 showView(state.view);
-showStep(0);

@@ -1,0 +1,97 @@
+"""The backward stepper in a real browser: `python -m viz explore xor|transformer` pages open from
+file:// with no console error and no outside request; the right arrow walks the nodes in
+backward's order and the gradient the page shows at each step is the engine's .grad for that
+node (computed here by the CLI's own step, not read from the page); hover shows value, grad and
+shape; clicking a module box opens it and clicking its frame closes it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 24
+
+
+def write_page(tmp_path, model) -> Path:
+    out = tmp_path / f"{model}.html"
+    done = subprocess.run([sys.executable, "-m", "viz", "explore", model, "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def engine_gradients(model) -> list:
+    """The engine's gradients in the order its backward visits the nodes, from the CLI's step."""
+    from tinygrad_lite.autograd import toposort
+    from viz.__main__ import STEPS as BUILDERS
+    from viz.__main__ import build_parser
+
+    loss, _ = BUILDERS[model](build_parser().parse_args(["explore", model, "--out", "unused.html"]))
+    if hasattr(loss, "requires_grad"):
+        return [np.asarray(t.grad, dtype=np.float64).reshape(-1) for t in reversed(toposort(loss))]
+    order = list(reversed(loss._topological_order()))  # zeroes interior grads: backward again
+    for v in order:
+        v.grad = 0.0
+    loss.backward()
+    return [np.array([v.grad]) for v in order]
+
+
+def shown_gradient(driver, step: int) -> np.ndarray:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 5).until(lambda d: d.find_element("id", "grad-view").get_attribute("data-step") == str(step))
+    return np.array([float(e.text) for e in driver.find_elements("css selector", "#grad-view .num")])
+
+
+@pytest.mark.parametrize("model", ["xor", "transformer"])
+def test_stepping_shows_the_engines_gradients(browser, page_checks, tmp_path, model):
+    from selenium.webdriver.common.keys import Keys
+
+    page = write_page(tmp_path, model)
+    expected = engine_gradients(model)
+    browser.get(page.as_uri())
+    body = browser.find_element("tag name", "body")
+    for step in range(min(STEPS, len(expected))):
+        if step:
+            body.send_keys(Keys.ARROW_RIGHT)
+        shown = shown_gradient(browser, step)
+        assert shown.size == min(16, expected[step].size)
+        np.testing.assert_allclose(shown, expected[step][:16], rtol=1e-5, atol=1e-12)
+        assert browser.find_elements("css selector", "g.node.current"), f"step {step} highlights nothing"
+    assert len(expected) >= 20
+    errors, outside = page_checks(browser)
+    assert errors == [] and outside == []
+
+
+def test_hover_shows_value_grad_and_shape(browser, page_checks, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(write_page(tmp_path, "xor").as_uri())
+    node = browser.find_element("css selector", "g.node.current")
+    ActionChains(browser).move_to_element(node).perform()
+    tip = browser.find_element("id", "tip")
+    WebDriverWait(browser, 5).until(lambda d: tip.is_displayed())
+    text = tip.text
+    assert "value" in text and "grad" in text and "shape" in text and "norm" in text
+    assert tip.get_attribute("data-node") == browser.find_element("id", "grad-view").get_attribute("data-node")
+    assert page_checks(browser) == ([], [])
+
+
+def test_clicking_a_module_opens_and_closes_it(browser, page_checks, tmp_path):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(write_page(tmp_path, "transformer").as_uri())
+    graph = browser.find_element("id", "graph")
+    box = next(g for g in browser.find_elements("css selector", "g.node.clickable")
+               if g.get_attribute("data-opens") == "module:encoder.layers.0")
+    box.click()
+    WebDriverWait(browser, 5).until(lambda d: graph.get_attribute("data-view") == "module:encoder.layers.0")
+    frame = browser.find_element("css selector", 'g.cluster.clickable[data-key="cluster_encoder.layers.0"] text')
+    frame.click()
+    WebDriverWait(browser, 5).until(lambda d: graph.get_attribute("data-view") == "default")
+    assert page_checks(browser) == ([], [])
