@@ -108,3 +108,16 @@ def test_torch_recipe_tutorial_loss_weighs_batches_not_tokens():
                                      src, tgt)
     assert tutorial == pytest.approx(2.0)
     assert per_token == pytest.approx((1.0 * 128 + 3.0 * 448) / 576)
+
+
+def test_gpt_quick(tmp_path):
+    """bench/gpt.py on a toy GPT and a small text: both sides train from the same weights on the same
+    batches, so their losses agree at every step."""
+    text = tmp_path / "input.txt"
+    text.write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 20, encoding="utf-8")
+    out = run("gpt.py", "--data", str(text), "--json", str(tmp_path / "g.jsonl"))
+    (row,) = rows(tmp_path / "g.jsonl")
+    assert row["it_s_ours"] > 0 and row["it_s_torch"] > 0 and row["threads"] == 1
+    assert row["tok_s_ours"] == pytest.approx(row["it_s_ours"] * row["batch"] * row["block_size"])
+    assert len(row["losses"]) >= 2 and row["max_loss_difference"] < 1e-4 * row["initial_loss_torch"]
+    assert "| quick | 1 |" in out and "WARNING" not in out

@@ -1,0 +1,202 @@
+"""GPT training throughput: tinygrad-lite's GPT against its PyTorch twin, side by side in one process.
+
+    python bench/gpt.py                                  # nanoGPT's CPU recipe, 1 thread
+    python bench/gpt.py --threads 2 --repeats 9 --json out.jsonl
+    python bench/gpt.py --profile 20                     # also cProfile 20 of our steps
+    python bench/gpt.py --quick --data FILE              # seconds; what the smoke test runs
+
+The recipe is nanoGPT's for a CPU ("I only have a macbook"): 4 layers, 4 heads, n_embd 128,
+block_size 64, batch 12, dropout 0, bias False; AdamW at lr 1e-3, betas (0.9, 0.99), weight decay 0.1
+on the matrices only; gradients clipped at 1.0. The lr stays constant (nanoGPT warms up for 100
+iterations, then decays: that changes no step's cost). The data are character ids of --data (sorted
+unique characters), batches drawn as nanoGPT's get_batch does from the first 90% of the file.
+
+Both sides start from the same weights (ours copied into transformer.gpt_interop.torch_gpt) and take
+the same batches in the same order, so their losses at equal steps must agree (float32 rounding
+only). Timing alternates the two sides repeat by repeat (bench/train_throughput.alternate) and reports
+the median per step: iterations/s, tokens/s (batch·block_size per iteration) and ours/torch (> 1: we
+are faster).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_throughput import CLOCKS, alternate, append_json, markdown, median, start  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+RECIPE = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, dropout=0.0, bias=False)
+QUICK = dict(n_layer=1, n_head=2, n_embd=32, block_size=16, dropout=0.0, bias=False)
+BATCH, QUICK_BATCH = 12, 4
+ADAMW = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+CLIP = 1.0
+
+
+def char_ids(path) -> tuple[np.ndarray, int]:
+    """The file's characters as ids into its sorted unique characters, and the vocabulary size."""
+    text = Path(path).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    index = {ch: i for i, ch in enumerate(chars)}
+    return np.array([index[ch] for ch in text], dtype=np.int64), len(chars)
+
+
+def batches(data: np.ndarray, count: int, batch: int, block_size: int, seed: int = 0) -> list:
+    """`count` (x, y) pairs as nanoGPT's get_batch: random windows of the first 90%, y = x shifted by one."""
+    train = data[:int(0.9 * len(data))]
+    if len(train) <= block_size + 1:
+        raise SystemExit(f"bench/gpt.py: the data's first 90% has {len(train)} characters, fewer than "
+                         f"block_size + 2 = {block_size + 2}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        ix = rng.integers(0, len(train) - block_size, size=batch)
+        out.append((np.stack([train[i:i + block_size] for i in ix]),
+                    np.stack([train[i + 1:i + 1 + block_size] for i in ix])))
+    return out
+
+
+def build(config):
+    """(ours, theirs) with the same weights: ours seeded, copied into the PyTorch twin."""
+    import tinygrad_lite as tl
+    from transformer.gpt import GPT
+    from transformer.gpt_interop import to_nanogpt_state_dict, torch_gpt
+    tl.manual_seed(0)
+    ours = GPT(config)
+    theirs = torch_gpt(config)
+    theirs.load_state_dict(to_nanogpt_state_dict(ours))
+    return ours, theirs
+
+
+def our_step(model, losses: list):
+    """One training step of ours: loss, backward, clip, AdamW; the loss is appended to `losses`."""
+    from tinygrad_lite.optim import AdamW, clip_grad_norm_
+    opt = AdamW(model.param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"])
+    params = list(model.parameters())
+
+    def step(batch):
+        loss = model.loss(*batch)
+        opt.zero_grad()
+        loss.backward()
+        clip_grad_norm_(params, CLIP)
+        opt.step()
+        losses.append(loss.item())
+    return step
+
+
+def torch_step(model, losses: list):
+    """The same step in PyTorch (nanoGPT's configure_optimizers groups)."""
+    import torch
+
+    from transformer.gpt_torch import adamw
+    opt = adamw(model, **ADAMW)
+
+    def step(batch):
+        x, y = (torch.from_numpy(a) for a in batch)
+        loss = model.loss(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        losses.append(loss.item())
+    return step
+
+
+def profile(step, data: list, steps: int, top: int = 25) -> str:
+    """cProfile of `steps` of our steps: the `top` functions by their own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for i in range(steps):
+        step(data[i % len(data)])
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def loss_table(losses: dict, every: int) -> tuple[list, float]:
+    """Rows (step, ours, torch, |difference|) every `every` steps and at the last, and the largest difference."""
+    n = min(len(losses["ours"]), len(losses["torch"]))
+    diffs = [abs(losses["ours"][i] - losses["torch"][i]) for i in range(n)]
+    picks = sorted(set(range(0, n, max(every, 1))) | {n - 1})
+    return [[i + 1, losses["ours"][i], losses["torch"][i], diffs[i]] for i in picks], max(diffs)
+
+
+def run(args, threads: int, torch) -> dict:
+    from transformer.gpt import GPTConfig
+    data, vocab = char_ids(args.data)
+    shape = QUICK if args.quick else RECIPE
+    batch = QUICK_BATCH if args.quick else BATCH
+    config = GPTConfig(vocab_size=vocab, **shape)
+    ours, theirs = build(config)
+    losses = {"ours": [], "torch": []}
+    runners = {"ours": our_step(ours, losses["ours"]), "torch": torch_step(theirs, losses["torch"])}
+    steps, repeats = (1, 2) if args.quick else (args.steps, args.repeats)
+    pool = batches(data, steps * repeats + 2, batch, config.block_size)
+    samples = alternate(runners, pool, steps, repeats, clock=CLOCKS[args.clock])
+    t_ours, t_torch = median(samples["ours"]), median(samples["torch"])
+    rows, worst = loss_table(losses, every=max(len(losses["ours"]) // 6, 1))
+    tokens = batch * config.block_size
+    return {"config": "quick" if args.quick else "nanogpt-cpu", "threads": threads, "batch": batch,
+            **config.to_dict(), "steps_per_sample": steps, "repeats": repeats,
+            "it_s_ours": 1 / t_ours, "it_s_torch": 1 / t_torch, "tok_s_ours": tokens / t_ours,
+            "tok_s_torch": tokens / t_torch, "ms_per_it_ours": 1e3 * t_ours, "ms_per_it_torch": 1e3 * t_torch,
+            "ratio_ours_over_torch": t_torch / t_ours, "losses": rows, "max_loss_difference": worst,
+            "initial_loss_ours": losses["ours"][0], "initial_loss_torch": losses["torch"][0]}
+
+
+def report(row: dict) -> None:
+    print()
+    print(markdown(["config", "threads", "ours it/s", "torch it/s", "ours tok/s", "torch tok/s", "ours/torch"],
+                   [[row["config"], row["threads"], row["it_s_ours"], row["it_s_torch"], row["tok_s_ours"],
+                     row["tok_s_torch"], row["ratio_ours_over_torch"]]]))
+    print()
+    print(markdown(["step", "ours loss", "torch loss", "|difference|"], row["losses"]))
+    if row["max_loss_difference"] > 1e-3 * abs(row["initial_loss_torch"]):
+        print(f"WARNING: the losses part by {row['max_loss_difference']:.2e}: the two models do not "
+              "compute the same thing")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DATA), help="a text file (default: the shared tinyshakespeare)")
+    parser.add_argument("--threads", type=int, default=1, help="threads for both sides (default 1)")
+    parser.add_argument("--steps", type=int, default=10, help="training steps per timed sample")
+    parser.add_argument("--repeats", type=int, default=7, help="timed samples per side (the median is reported)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time, or this process's CPU time (steadier on a shared machine; 1 thread)")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="also cProfile this many of our steps and print where the time goes")
+    parser.add_argument("--json", help="append the result as one JSON line to this file")
+    parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy model (smoke test)")
+    args = parser.parse_args(argv)
+    if args.threads < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--threads, --steps and --repeats must be >= 1")
+    if not Path(args.data).is_file():
+        parser.error(f"--data: {args.data} is not a file")
+    torch, env = start(parser, args.threads)
+    from tinygrad_lite.threads import use_num_threads
+    use_num_threads(args.threads, op="bench/gpt.py")
+    row = {**run(args, args.threads, torch), **env}
+    report(row)
+    append_json(args.json, row)
+    if args.profile:
+        from transformer.gpt import GPTConfig
+        data, vocab = char_ids(args.data)
+        ours, _ = build(GPTConfig(vocab_size=vocab, **(QUICK if args.quick else RECIPE)))
+        step = our_step(ours, [])
+        pool = batches(data, 4, QUICK_BATCH if args.quick else BATCH, ours.config.block_size)
+        step(pool[0])  # compile and warm up outside the profile
+        print(profile(step, pool, args.profile))
+
+
+if __name__ == "__main__":
+    main()
