@@ -97,4 +97,5 @@ class UnaryOps:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float64])(x)
+    from scipy.special import erf  # scipy is a dependency; imported on first use, not with the engine
+    return erf(x)
