@@ -44,7 +44,7 @@ function thin(points, most) {
 // series: [{name, color, points: [[x, y], ...], dots}], options: {logY, marks: [x, ...]}
 function lineChart(canvas, series, options = {}) {
   const { ctx, width, height } = prepare(canvas);
-  const pad = { left: 52, right: 10, top: 8, bottom: 22 };
+  const pad = { left: 52, right: 20, top: 8, bottom: 22 };
   const shown = series.map(s => ({ ...s, points: s.points.filter(([x, y]) =>
     Number.isFinite(x) && Number.isFinite(y) && (!options.logY || y > 0)) }));
   const all = shown.flatMap(s => s.points);
