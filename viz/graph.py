@@ -348,8 +348,9 @@ def _position(norm: float, scale) -> float:
     return min(max((math.log10(norm) - scale[0]) / (scale[1] - scale[0]), 0.0), 1.0)
 
 
-def _topological(roots) -> list:
-    """Every node the roots depend on, inputs before outputs (iterative DFS)."""
+def topological(roots) -> list:
+    """Every node the roots depend on, inputs before outputs, by depth-first search in argument
+    order (the order Value.backward uses; iterative, so deep graphs are fine)."""
     order, seen = [], set()
     for root in roots:
         if id(root) in seen:
@@ -374,7 +375,7 @@ class _ValueScene(_Scene):
 
     def __init__(self, roots, rankdir, show_grad):
         super().__init__(rankdir, show_grad)
-        order = _topological(roots)
+        order = topological(roots)
         has_grad = show_grad and any(v.grad != 0 for v in order)
         root_ids = {id(r) for r in roots}
         key = {id(v): f"v{i}" for i, v in enumerate(order)}
@@ -431,7 +432,7 @@ class _TensorScene(_Scene):
 
     def __init__(self, roots, model, collapse, expand, rankdir, show_grad):
         super().__init__(rankdir, show_grad)
-        order = _topological(roots)
+        order = topological(roots)
         self.order, self.roots = order, {id(r) for r in roots}
         self.tree = ModuleTree(model, order, collapse, expand)
         self.has_grad = show_grad and any(t.grad is not None for t in order)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..graph import topological
 from .rules import local_rule
 
 HEAD = 16      # values shown as numbers
@@ -67,28 +68,6 @@ class Trace:
         return {id(obj): i for i, obj in enumerate(self.engine)}
 
 
-def graph_order(roots) -> list:
-    """Every node the roots depend on, inputs before outputs, by depth-first search in argument
-    order (the order Value.backward and draw_graph use)."""
-    order, seen = [], set()
-    for root in roots:
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root._prev))]
-        while stack:
-            node, inputs = stack[-1]
-            for parent in inputs:
-                if id(parent) not in seen:
-                    seen.add(id(parent))
-                    stack.append((parent, iter(parent._prev)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
-
-
 def trace(loss, model=None) -> Trace:
     """The nodes, their numbers and the backward order of the graph that computed `loss`."""
     from tinygrad_lite.scalar import Value
@@ -107,7 +86,7 @@ def _node(i, label, op, value, grad, kind) -> dict:
 
 
 def _trace_values(loss) -> Trace:
-    order = graph_order([loss])
+    order = topological([loss])
     result = Trace("value", engine=order)
     at = result.index()
     for i, v in enumerate(order):
@@ -134,7 +113,7 @@ def _tensor_label(t, names: dict) -> str:
 def _trace_tensors(loss, model) -> Trace:
     from tinygrad_lite.autograd import toposort
 
-    order = graph_order([loss])
+    order = topological([loss])
     result = Trace("tensor", engine=order)
     at = result.index()
     names = {id(p): name for name, p in model.named_parameters()} if model is not None else {}
