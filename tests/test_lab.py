@@ -3,6 +3,7 @@ source mask, the beam tree), and viz.lab's server (its JSON, bad input, path tra
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -235,10 +236,17 @@ def test_it_binds_this_machine_only_by_default(translator):
     assert build_parser().parse_args(["lab", "--checkpoint", "x"]).host == "127.0.0.1"
 
 
+def ctrl_c_as_in_a_terminal():
+    """A job started in the background of a shell (as CI may be) inherits SIGINT ignored, and
+    Python then leaves Ctrl-C ignored; the test's Ctrl-C is a terminal's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_the_command_prints_its_url_and_serves(checkpoint):
     env = {**os.environ, "TINYGRAD_LITE_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "viz", "lab", "--checkpoint", str(checkpoint), "--port", "0"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         line = proc.stdout.readline()
         assert line.startswith("attention lab: http://127.0.0.1:"), line + proc.stderr.read()
@@ -248,7 +256,7 @@ def test_the_command_prints_its_url_and_serves(checkpoint):
         response = connection.getresponse()
         assert response.status == 200 and json.loads(response.read())["source_tokens"] == list("我喜欢猫。")
     finally:
-        proc.send_signal(2)
+        proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + 30
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
