@@ -16,12 +16,13 @@ import json
 import mimetypes
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..local_server import BUNDLED_FONT, LocalServer, file_in
+
 STATIC = Path(__file__).resolve().parent / "static"
-CJK_FONT = Path(__file__).resolve().parents[1] / "fontdata" / "TinygradLiteCJK-Regular.otf"
 MAX_TEXT = 300          # characters of Chinese a request may carry
 MAX_BODY = 16_384       # bytes of a POST body
 
@@ -57,22 +58,15 @@ def check_text(text) -> str:
 def static_file(url_path: str) -> Path | None:
     """The file of the static folder that `url_path` names, or None: "/" is index.html,
     /font/cjk.otf the bundled font, and a path that leaves the folder (.., an absolute path, a
-    symlink out) or names no file is None."""
+    symlink out) or names no file is None (viz.local_server.file_in)."""
     name = unquote(url_path)
     if name == "/font/cjk.otf":
-        return CJK_FONT if CJK_FONT.is_file() else None
+        return BUNDLED_FONT if BUNDLED_FONT.is_file() else None
     if name in ("/", "/index.html"):
-        name = "index.html"
-    elif name.startswith("/static/"):
-        name = name[len("/static/"):]
-    else:
-        return None
-    if "\\" in name or "\0" in name or any(part in ("", ".", "..") for part in name.split("/")):
-        return None
-    path = (STATIC / name).resolve()
-    if not path.is_relative_to(STATIC) or not path.is_file():
-        return None
-    return path
+        return file_in(STATIC, "index.html")
+    if name.startswith("/static/"):
+        return file_in(STATIC, name[len("/static/"):])
+    return None
 
 
 class LabHandler(BaseHTTPRequestHandler):
@@ -140,11 +134,9 @@ class LabHandler(BaseHTTPRequestHandler):
         pass
 
 
-class LabServer(ThreadingHTTPServer):
+class LabServer(LocalServer):
     """LabServer(translate, host, port): port 0 picks a free one; `url` says where it listens.
     `start()` serves from a background thread (tests), `stop()` ends it."""
-
-    daemon_threads = True
 
     def __init__(self, translate, host: str = "127.0.0.1", port: int = 0):
         if not callable(translate):
@@ -152,11 +144,6 @@ class LabServer(ThreadingHTTPServer):
         super().__init__((host, port), LabHandler)
         self.translate = translate
         self.thread = None
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
 
     def start(self) -> LabServer:
         self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)

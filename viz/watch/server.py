@@ -13,14 +13,14 @@ import json
 import os
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..local_server import BUNDLED_FONT, LocalServer, file_in
 from .events_file import EVENTS_FILE, EventsFile
 
 STATIC = Path(__file__).resolve().parent / "static"
-FONT = STATIC.parent.parent / "fontdata" / "TinygradLiteCJK-Regular.otf"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml", ".otf": "font/otf"}
 LIMIT = 2000  # events per response: a long run's history arrives in pages
@@ -28,14 +28,8 @@ LIMIT = 2000  # events per response: a long run's history arrives in pages
 
 def static_file(name: str) -> Path | None:
     """The file `name` of the static directory, or None for anything that would lead out of it
-    (.., a path, an absolute path, a link, a hidden file)."""
-    name = unquote(name)
-    if not name or "/" in name or "\\" in name or name.startswith(".") or "\0" in name:
-        return None
-    path = STATIC / name
-    if path.is_symlink() or not path.is_file() or path.resolve().parent != STATIC:
-        return None
-    return path
+    (.., a path, an absolute path, a link, a hidden file: viz.local_server.file_in)."""
+    return file_in(STATIC, unquote(name))
 
 
 class WatchHandler(BaseHTTPRequestHandler):
@@ -47,7 +41,7 @@ class WatchHandler(BaseHTTPRequestHandler):
             return self.send_events(parse_qs(url.query))
         name = "index.html" if url.path == "/" else url.path[len("/static/"):] \
             if url.path.startswith("/static/") else ""
-        path = FONT if url.path == "/font.otf" else static_file(name)
+        path = BUNDLED_FONT if url.path == "/font.otf" else static_file(name)
         if path is None:
             return self.send_error(404)
         self.send(path.read_bytes(), TYPES.get(path.suffix, "application/octet-stream"))
@@ -76,21 +70,14 @@ class WatchHandler(BaseHTTPRequestHandler):
         pass
 
 
-class WatchServer(ThreadingHTTPServer):
+class WatchServer(LocalServer):
     """Serves the live page of `run_dir` on host:port (port 0: any free one; see .url)."""
-
-    daemon_threads = True
 
     def __init__(self, run_dir, host: str = "127.0.0.1", port: int = 0):
         self.run_dir = Path(run_dir)
         self.events = EventsFile(self.run_dir / EVENTS_FILE)
         self.read_up_to = -1  # the furthest line a page has read, -1 before any page asked
         super().__init__((host, port), WatchHandler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
 
     def note_read(self, line: int) -> None:
         self.read_up_to = max(self.read_up_to, line)
