@@ -296,8 +296,8 @@ def evaluate_translations(translator: Translator, pairs, beam: int = 1,
 class Trainer:
     """Runs a TrainConfig. `on_eval(metrics_path)`, if given, is called after each evaluation
     (the CLI draws loss.png with it); an error there never stops training. `report` hears of
-every step and writes every line (TrainingReport; the CLI's draws a progress bar). Construction sets the
-    thread count (tinygrad_lite.threads.use_num_threads): cfg.threads, else 1 unless the process
+    every step and writes every line (TrainingReport; the CLI's draws a progress bar). Construction
+    sets the thread count (tinygrad_lite.threads.use_num_threads): cfg.threads, else 1 unless the process
     chose otherwise; the libraries' all-core default collapses when another process holds a core.
     It also keeps freed memory in the process (tinygrad_lite.memory): steps reuse it, no page faults."""
 
