@@ -85,6 +85,14 @@ def test_an_abbreviated_flag_is_an_error_naming_the_flag(typed, meant, tmp_path)
 
 
 # ---------------------------------------------------------------- 2. never silent
+def test_every_module_the_notice_watches_holds_cached_kernels():
+    """A module with no `cache=True` kernel never gets an index, so the notice would show on every run."""
+    import importlib.util
+    for modules, _ in kernel_cache.COMPILES.values():
+        for module in modules:
+            assert "cache=True" in Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"), module
+
+
 def test_compile_notice_when_the_numba_cache_is_cold(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(kernel_cache, "uses_numba", lambda: True)
