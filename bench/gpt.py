@@ -11,7 +11,7 @@ on the matrices only; gradients clipped at 1.0. The lr stays constant (nanoGPT w
 iterations, then decays: that changes no step's cost). The data are character ids of --data (sorted
 unique characters), batches drawn as nanoGPT's get_batch does from the first 90% of the file.
 
-Both sides start from the same weights (ours copied into transformer.gpt_interop.torch_gpt) and take
+Both sides start from the same weights (ours copied into transformer.gpt.interop.torch_gpt) and take
 the same batches in the same order, so their losses at equal steps must agree (float32 rounding
 only). Timing alternates the two sides repeat by repeat (bench/train_throughput.alternate) and reports
 the median per step: iterations/s, tokens/s (batch·block_size per iteration) and ours/torch (> 1: we
@@ -68,7 +68,7 @@ def build(config):
     """(ours, theirs) with the same weights: ours seeded, copied into the PyTorch twin."""
     import tinygrad_lite as tl
     from transformer.gpt import GPT
-    from transformer.gpt_interop import to_nanogpt_state_dict, torch_gpt
+    from transformer.gpt.interop import to_nanogpt_state_dict, torch_gpt
     tl.manual_seed(0)
     ours = GPT(config)
     theirs = torch_gpt(config)
@@ -96,7 +96,7 @@ def torch_step(model, losses: list):
     """The same step in PyTorch (nanoGPT's configure_optimizers groups)."""
     import torch
 
-    from transformer.gpt_torch import adamw
+    from transformer.gpt.torch_twin import adamw
     opt = adamw(model, **ADAMW)
 
     def step(batch):

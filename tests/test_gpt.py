@@ -211,7 +211,7 @@ def torch():
 
 
 def twins(config: GPTConfig, seed=0):
-    from transformer.gpt_interop import to_nanogpt_state_dict, torch_gpt
+    from transformer.gpt.interop import to_nanogpt_state_dict, torch_gpt
     tl.manual_seed(seed)
     ours = GPT(config)
     theirs = torch_gpt(config)
@@ -231,7 +231,7 @@ def test_same_logits_as_the_pytorch_twin(torch, variant):
 
 def test_same_losses_step_for_step_with_nanogpts_adamw(torch):
     """nanoGPT's recipe, same weights, same batches: 5 AdamW steps with clipping at 1.0."""
-    from transformer.gpt_torch import adamw
+    from transformer.gpt.torch_twin import adamw
     ours, theirs = twins(GPTConfig(**RECIPE))
     opt = AdamW(ours.param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"])
     topt = adamw(theirs, **ADAMW)
@@ -253,7 +253,7 @@ def test_same_losses_step_for_step_with_nanogpts_adamw(torch):
 
 
 def test_nanogpt_state_dict_round_trip(torch):
-    from transformer.gpt_interop import load_nanogpt_state_dict, to_nanogpt_state_dict
+    from transformer.gpt.interop import load_nanogpt_state_dict, to_nanogpt_state_dict
     config = GPTConfig(**{**RECIPE, "n_layer": 2, "bias": True})
     ours, theirs = twins(config)
     sd = {f"_orig_mod.{k}": v for k, v in theirs.state_dict().items()}  # as torch.compile saves it

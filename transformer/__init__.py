@@ -18,7 +18,7 @@ _EXPORTS = {
     "PositionwiseFeedForward": "feed_forward", "causal_mask": "masks", "padding_mask": "masks",
     "target_mask": "masks", "Embeddings": "model", "Transformer": "model", "TransformerConfig": "model",
     "PositionalEncoding": "positional_encoding", "sinusoidal_table": "positional_encoding",
-    "BeamTrace": "decoding", "translate_with_mask": "lab", "GPT": "gpt", "GPTConfig": "gpt",
+    "BeamTrace": "decoding", "translate_with_mask": "lab", "GPT": "gpt.model", "GPTConfig": "gpt.model",
 }
 __all__ = sorted(_EXPORTS)
 

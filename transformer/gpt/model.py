@@ -10,7 +10,7 @@ so that position t sees tokens <= t only (§3.2.3) and predicts token t+1:
 
 As GPT-2 and nanoGPT: learned positions, pre-LN blocks, a final LayerNorm, GELU, weights ~ N(0, 0.02)
 with the residual projections (W^O, W2) at 0.02/√(2·n_layer). The paper's choices are options:
-sinusoidal positions, post-LN, ReLU. transformer.gpt_interop has the PyTorch twin and nanoGPT's key names.
+sinusoidal positions, post-LN, ReLU. transformer.gpt.interop has the PyTorch twin and nanoGPT's key names.
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from tinygrad_lite.checks import head_size, one_of, positive_int, probability
 from tinygrad_lite.nn import Dropout, Embedding, LayerNorm, Module, ModuleList, init
 from tinygrad_lite.nn import functional as F
 
-from .decoding import KeyValueBuffer
-from .encoder import EncoderLayer
-from .feed_forward import ACTIVATIONS
-from .masks import causal_mask
-from .positional_encoding import PositionalEncoding
+from ..decoding import KeyValueBuffer
+from ..encoder import EncoderLayer
+from ..feed_forward import ACTIVATIONS
+from ..masks import causal_mask
+from ..positional_encoding import PositionalEncoding
 
 FORMAT = "tinygrad-lite-gpt/1"  # the "format" field of a GPT.save checkpoint's metadata
 
@@ -103,7 +103,7 @@ class GPT(Module):
     """model(idx) -> logits (B, T, vocab_size) for int token ids idx (B, T), T <= block_size.
 
     `dtype` (float32, or float64 for gradcheck) is the parameters' dtype. Modules, with nanoGPT's
-    names (transformer.gpt_interop maps them): token_embedding (wte), position_embedding (wpe; or
+    names (transformer.gpt.interop maps them): token_embedding (wte), position_embedding (wpe; or
     position_encoding, the sinusoids), blocks (h, each an EncoderLayer under a causal mask), norm (ln_f).
     """
 

@@ -1,9 +1,9 @@
 """The PyTorch twin of transformer.gpt.GPT, shaped as nanoGPT's model.py (its module and key names).
 
 For tests and benchmarks only: this module imports torch, and nothing in the library imports it
-(transformer.gpt_interop.torch_gpt does, inside the function). Same architecture and dropout sites
+(transformer.gpt.interop.torch_gpt does, inside the function). Same architecture and dropout sites
 as ours: dropout on the embeddings, on the attention weights, after the FFN's activation and on each
-residual branch. Weights come from ours through gpt_interop.to_nanogpt_state_dict.
+residual branch. Weights come from ours through interop.to_nanogpt_state_dict.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .positional_encoding import sinusoidal_table
+from ..positional_encoding import sinusoidal_table
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh")}
 

@@ -1,6 +1,6 @@
 """Carry a GPT's weights to PyTorch and back, under nanoGPT's (GPT-2's) key names.
 
-`torch_gpt(config)` builds the PyTorch twin (transformer.gpt_torch, nanoGPT-shaped); torch is imported
+`torch_gpt(config)` builds the PyTorch twin (transformer.gpt.torch_twin, nanoGPT-shaped); torch is imported
 only inside these functions, never by the engine. Names (ours -> nanoGPT's), per block i:
 
     token_embedding.weight              -> transformer.wte.weight, and lm_head.weight (tied)
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gpt import GPT
+from .model import GPT
 
 _QKV = ("w_q", "w_k", "w_v")
 _COMPILED_PREFIX = "_orig_mod."
@@ -94,5 +94,5 @@ def load_nanogpt_state_dict(model: GPT, state_dict: dict, strict: bool = True) -
 def torch_gpt(config):
     """The nanoGPT-shaped PyTorch model of a GPTConfig (or of a GPT's config), float32, freshly
     initialised: copy weights in with load_state_dict(to_nanogpt_state_dict(ours))."""
-    from .gpt_torch import TorchGPT
+    from .torch_twin import TorchGPT
     return TorchGPT(config.config if isinstance(config, GPT) else config)

@@ -1,0 +1,11 @@
+"""A GPT from the same blocks: a decoder-only language model built from the paper's boxes.
+
+    model        GPTConfig (nanoGPT's names) and GPT, the stack of masked self-attention blocks
+    interop      nanoGPT's state-dict names, and the PyTorch twin for tests and benchmarks
+    torch_twin   that twin (imports torch; nothing in the library imports it)
+
+`python -m transformer gpt train|sample|eval` is the command line (transformer/gpt/__main__.py).
+"""
+from .model import FORMAT, GPT, GPTConfig, attention_mask
+
+__all__ = ["FORMAT", "GPT", "GPTConfig", "attention_mask"]
