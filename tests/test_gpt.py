@@ -111,6 +111,32 @@ def test_attention_mask_after_a_cache_hides_only_the_future():
     assert attention_mask(7, 1) is None
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_maps_are_causal_distributions_equal_to_softmax_of_q_k(backend):
+    """attention_maps: each row a distribution over keys 0..t only; the first block's equal
+    softmax(QKᵀ/√d_k) recomputed from its own W^Q, W^K on the embedded input (pre-LN)."""
+    model = tiny()
+    seq = ids((1, 9))
+    with kernels.use_backend(backend):
+        maps = model.attention_maps(seq[0])
+    assert maps.shape == (TINY["n_layer"], TINY["n_head"], 9, 9) and model.training
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-6)
+    assert np.all(np.triu(maps, 1) == 0)
+    with no_grad(), fast.plain():
+        block = model.blocks[0]
+        x = block.add_norm1.norm(model.embed(seq)).data[0]
+        attn = block.self_attn
+        d_k = attn.d_k
+        q = (x @ attn.w_q.weight.data.T).reshape(9, -1, d_k).transpose(1, 0, 2)
+        k = (x @ attn.w_k.weight.data.T).reshape(9, -1, d_k).transpose(1, 0, 2)
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(d_k) + np.triu(np.full((9, 9), -np.inf), 1)
+        expected = np.exp(scores - scores.max(-1, keepdims=True))
+        expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(maps[0], expected, atol=1e-5)
+    with pytest.raises(ValueError, match="one sequence"):
+        model.attention_maps(ids((2, 4)))
+
+
 @pytest.mark.parametrize("variant", [dict(), dict(positions="sinusoidal", norm_first=False, bias=True,
                                                    activation="gelu")], ids=("gpt2", "paper-options"))
 def test_gradients_match_finite_differences(variant):

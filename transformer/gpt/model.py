@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinygrad_lite import Tensor, checkpoint
+from tinygrad_lite import Tensor, checkpoint, no_grad
 from tinygrad_lite.checks import head_size, one_of, positive_int, probability
 from tinygrad_lite.nn import Dropout, Embedding, LayerNorm, Module, ModuleList, init
 from tinygrad_lite.nn import functional as F
@@ -186,6 +186,28 @@ class GPT(Module):
             bad = ids[(ids < 0) | (ids >= c.vocab_size)]
             raise ValueError(f"GPT: token id {int(bad[0])} is outside the vocabulary [0, {c.vocab_size - 1}]")
         return ids
+
+    def attention_maps(self, idx) -> np.ndarray:
+        """The causal self-attention weights of every block and head for one sequence of ids (T,) or
+        (1, T): (n_layer, n_head, T, T), row t the weights query t gives keys 0..t (zero above the
+        diagonal). Runs in eval mode (no dropout) and without gradients; the mode is restored."""
+        ids = np.asarray(idx.data if isinstance(idx, Tensor) else idx)
+        ids = ids[None] if ids.ndim == 1 else ids
+        if ids.ndim != 2 or ids.shape[0] != 1:
+            raise ValueError(f"GPT.attention_maps: expected one sequence of ids, shape (T,) or (1, T), got {ids.shape}")
+        heads = [block.self_attn for block in self.blocks]
+        was_training = self.training
+        self.eval()
+        for head in heads:
+            head.keep_weights = True
+        try:
+            with no_grad():
+                self(ids)
+            return np.stack([head.weights[0] for head in heads])          # (n_layer, n_head, T, T)
+        finally:
+            for head in heads:
+                head.keep_weights, head.weights = False, None
+            self.train(was_training)
 
     # ------------------------------------------------------------ incremental decoding
     def new_cache(self) -> list:
