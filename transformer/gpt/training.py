@@ -1,0 +1,546 @@
+"""Training the GPT as nanoGPT's train.py does, on a text file (default: the built-in text).
+
+    text      -> a tokenizer trained on all of it (nanoGPT's char vocabulary covers both splits)
+              -> the first 90% of the characters train, the last 10% validate (or --val FILE)
+    batch     =  batch_size random windows of block_size tokens, targets shifted by one (get_batch)
+    lr(it)    =  linear warmup over warmup_iters, then cosine decay to min_lr at lr_decay_iters (get_lr)
+    step      =  loss -> backward -> clip the gradient norm at grad_clip -> AdamW (decay on matrices only)
+    every eval_interval iterations: the mean loss of eval_iters batches of each split (estimate_loss);
+    the best val loss so far is kept as best.safetensors, the run as checkpoint.safetensors.
+
+Runs are reproducible and resumable: batches come from their own seeded NumPy Generator, dropout
+from the engine's (tinygrad_lite.random); the checkpoint stores both states with the weights and
+AdamW's moments, so N iterations, then N more with --resume, give the weights of 2N in one go, bit
+for bit. Evaluations draw their windows from a third generator, seeded afresh each time: every
+evaluation of a run scores the same windows (the curve moves with the model only), and evaluating
+changes nothing that training draws.
+
+The loop reports through a callback (transformer.train.TrainingReport); the CLI draws.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+import tinygrad_lite as tl
+from tinygrad_lite import checkpoint, no_grad
+from tinygrad_lite.checks import int_at_least, number, one_of, positive_int, probability
+from tinygrad_lite.files import atomic_write
+from tinygrad_lite.memory import keep_freed_memory
+from tinygrad_lite.optim import AdamW, clip_grad_norm_
+from tinygrad_lite.threads import use_num_threads
+
+from ..train import TrainingDiverged, TrainingReport
+from .model import FORMAT, GPT, GPTConfig
+from .text import builtin_text, split
+from .tokenizers import TOKENIZERS, tokenizer_from_dict, train_tokenizer
+
+TRAINING_FORMAT = "tinygrad-lite-gpt-training/1"  # checkpoint.safetensors: the run, resumable
+BATCHES, EVALUATION = 1, 2                             # the seeded streams besides the engine's
+
+
+class GPTTrainingError(ValueError):
+    """Data or a checkpoint the run cannot use: the message says which and what to do."""
+
+
+@dataclass
+class GPTTrainConfig:
+    """Every setting of a run and its default, in this one place: nanoGPT's names, and its recipe for
+    a CPU ("I only have a macbook": 4 layers, 4 heads, 128 wide, 64 tokens, batch 12, lr 1e-3 -> 1e-4,
+    β2 0.99, eval_iters 20). The run ends at max_iters or when `minutes` (the whole run, evaluations
+    included) are spent, whichever comes first; None means no time limit."""
+    data: str | None = None          # a UTF-8 text file; None: the built-in text (transformer.gpt.text)
+    val: str | None = None           # a validation file; None: the last 10% of data
+    out: str = "runs/gpt"
+    resume: bool = False
+    minutes: float | None = 10.0
+    seed: int = 0
+    threads: int | None = None       # BLAS + Numba; None: the process's choice, else 1
+    tokenizer: str = "char"          # "char" or "bpe"
+    vocab_size: int | None = None    # bpe's vocabulary size (None: 1024); char's is the text's characters
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    block_size: int = 64
+    dropout: float = 0.0
+    bias: bool = False
+    batch_size: int = 12
+    max_iters: int = 100_000
+    learning_rate: float = 1e-3
+    decay_lr: bool = True
+    warmup_iters: int = 100
+    lr_decay_iters: int = 2000       # nanoGPT: ~= max_iters; after it the lr stays at min_lr
+    min_lr: float = 1e-4
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0           # 0: no clipping
+    eval_interval: int = 250
+    eval_iters: int = 20
+
+    def __post_init__(self):
+        op = "GPTTrainConfig"
+        for name in ("batch_size", "max_iters", "lr_decay_iters", "eval_interval", "eval_iters"):
+            setattr(self, name, positive_int(op, name, getattr(self, name)))
+        self.seed = int_at_least(op, "seed", self.seed, 0)
+        self.warmup_iters = int_at_least(op, "warmup_iters", self.warmup_iters, 0)
+        self.threads = None if self.threads is None else positive_int(op, "threads", self.threads)
+        self.minutes = None if self.minutes is None else number(op, "minutes", self.minutes, 0, low_open=True)
+        self.learning_rate = number(op, "learning_rate", self.learning_rate, 0, low_open=True)
+        self.min_lr = number(op, "min_lr", self.min_lr, 0, self.learning_rate)
+        for name in ("weight_decay", "grad_clip"):
+            setattr(self, name, number(op, name, getattr(self, name), 0))
+        for name in ("beta1", "beta2"):
+            setattr(self, name, probability(op, name, getattr(self, name), allow_one=False))
+        one_of(op, "tokenizer", self.tokenizer, TOKENIZERS)
+        if self.vocab_size is not None:
+            if self.tokenizer == "char":
+                raise ValueError(f"{op}: vocab_size is the bpe tokenizer's; a char tokenizer's vocabulary is the "
+                                 f"text's characters (got vocab_size={self.vocab_size!r})")
+            self.vocab_size = int_at_least(op, "vocab_size", self.vocab_size, 256)
+        if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
+            raise ValueError(f"{op}: lr_decay_iters ({self.lr_decay_iters}) must exceed warmup_iters "
+                             f"({self.warmup_iters}): the cosine decays from one to the other")
+        self.model_config(vocab_size=1)  # the model's fields, checked by GPTConfig
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layer=self.n_layer,
+                         n_head=self.n_head, n_embd=self.n_embd, dropout=self.dropout, bias=self.bias)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# what --resume cannot change: the model, the data, the tokenizer and the streams of batches
+RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "n_layer", "n_head", "n_embd", "block_size",
+                "bias", "batch_size")
+PER_INVOCATION = ("out", "resume", "minutes", "threads")  # never taken from the checkpoint
+
+
+def get_lr(it: int, cfg: GPTTrainConfig) -> float:
+    """nanoGPT's schedule: the learning rate of iteration `it` (counted from 0)."""
+    if not cfg.decay_lr:
+        return cfg.learning_rate
+    if it < cfg.warmup_iters:                                      # 1) linear warmup
+        return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
+    if it > cfg.lr_decay_iters:                                    # 2) after the decay: min_lr
+        return cfg.min_lr
+    decay_ratio = (it - cfg.warmup_iters) / (cfg.lr_decay_iters - cfg.warmup_iters)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))         # 3) cosine from 1 down to 0
+    return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
+
+
+def get_batch(ids: np.ndarray, block_size: int, batch_size: int, rng: np.random.Generator):
+    """nanoGPT's get_batch: batch_size windows at random starts; y is x shifted by one token."""
+    starts = rng.integers(0, len(ids) - block_size, size=batch_size)
+    x = np.stack([ids[i:i + block_size] for i in starts])
+    y = np.stack([ids[i + 1:i + 1 + block_size] for i in starts])
+    return x, y
+
+
+@no_grad()
+def evaluate_split(model: GPT, ids, block_size: int, batch_size: int) -> float:
+    """The mean next-token loss over a whole split, every token after the first predicted once.
+
+    The split is cut into consecutive windows of block_size tokens (the last one shorter), run
+    batch_size at a time: within a window the t-th prediction sees t+1 tokens, as in training and in
+    nanoGPT's estimate_loss, so the numbers compare. (A sliding window that gave every token the full
+    block_size of context would score lower, and cost block_size times more.) Deterministic: no
+    random draw, eval mode (no dropout)."""
+    op = "evaluate_split"
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or len(ids) < 2:
+        raise ValueError(f"{op}: ids must be a 1-D int array of at least 2 tokens, got shape {ids.shape} "
+                         f"and dtype {ids.dtype}")
+    block_size, batch_size = positive_int(op, "block_size", block_size), positive_int(op, "batch_size", batch_size)
+    if block_size > model.config.block_size:
+        raise ValueError(f"{op}: block_size {block_size} exceeds the model's {model.config.block_size}")
+    predicted = len(ids) - 1
+    starts = np.arange(0, predicted, block_size)
+    full, rest = starts[starts + block_size <= predicted], predicted % block_size
+    batches = [[ids[i:i + block_size + 1] for i in full[b:b + batch_size]] for b in range(0, len(full), batch_size)]
+    if rest:
+        batches.append([ids[predicted - rest:]])
+    training = model.training
+    model.eval()
+    total = 0.0
+    try:
+        for windows in batches:
+            w = np.stack(windows)                                  # (B, T+1)
+            total += model.loss(w[:, :-1], w[:, 1:]).item() * w[:, 1:].size
+    finally:
+        model.train(training)
+    return total / predicted
+
+
+@no_grad()
+def estimate_loss(model: GPT, splits: dict, cfg: GPTTrainConfig) -> dict:
+    """nanoGPT's estimate_loss: for each split, the mean loss of eval_iters random batches, in eval mode.
+    The windows come from a generator seeded with (seed, EVALUATION): the same at every call."""
+    model.eval()
+    out = {}
+    try:
+        for name, ids in splits.items():
+            rng = np.random.default_rng((cfg.seed, EVALUATION))
+            losses = [model.loss(*get_batch(ids, cfg.block_size, cfg.batch_size, rng)).item()
+                      for _ in range(cfg.eval_iters)]
+            out[name] = float(np.mean(losses))
+    finally:
+        model.train()
+    return out
+
+
+# ---------------------------------------------------------------- data
+def read_text(path, what: str = "data file") -> str:
+    """A UTF-8 text file's contents, or a GPTTrainingError saying why it cannot be trained on."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise GPTTrainingError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise GPTTrainingError(f"{what} {path} is a directory; expected a text file") from None
+    except UnicodeDecodeError as e:
+        raise GPTTrainingError(f"{what} {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
+    if not text.strip():
+        raise GPTTrainingError(f"{what} {path} is empty; there is nothing to learn")
+    return text
+
+
+def fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class TextData:
+    """The run's text, its tokenizer and the two splits as token ids.
+
+    `tokenizer` None: one is trained on all the text read (data, and val if given), as nanoGPT's
+    char vocabulary covers both splits; resuming passes the checkpoint's."""
+
+    def __init__(self, cfg: GPTTrainConfig, tokenizer=None):
+        self.text = builtin_text() if cfg.data is None else read_text(cfg.data)
+        self.source = "the built-in text" if cfg.data is None else cfg.data
+        if cfg.val is None:
+            train_text, val_text = split(self.text, 0.9)
+            self.val_source = f"the last 10% of {self.source}"
+        else:
+            train_text, val_text = self.text, read_text(cfg.val, "validation file")
+            self.val_source = cfg.val
+        self.tokenizer = tokenizer or train_tokenizer(cfg.tokenizer, self.text + ("" if cfg.val is None else
+                                                                                   val_text), cfg.vocab_size)
+        self.characters = {"train": len(train_text), "val": len(val_text)}
+        self.ids = {"train": self.encode(train_text, "train"), "val": self.encode(val_text, "val")}
+        for name, ids in self.ids.items():
+            if len(ids) <= cfg.block_size:
+                raise GPTTrainingError(f"the {name} split ({self.source if name == 'train' else self.val_source}) "
+                                       f"has {len(ids)} tokens, too few for block_size {cfg.block_size}: a window "
+                                       f"needs {cfg.block_size + 1}; lower --block-size or give more text")
+
+    def encode(self, text: str, name: str) -> np.ndarray:
+        try:
+            return self.tokenizer.encode(text)
+        except ValueError as e:
+            raise GPTTrainingError(f"the {name} split: {e}") from None
+
+    def describe(self) -> dict:
+        """What the checkpoint records about the data, so resume and eval can find and check it."""
+        return {"source": self.source, "sha256": fingerprint(self.text), "characters": len(self.text)}
+
+
+# ---------------------------------------------------------------- checkpoints
+def load_checkpoint(path) -> tuple[GPT, dict]:
+    """(model, metadata) from best.safetensors (GPT.save) or checkpoint.safetensors (a run); the
+    metadata holds 'tokenizer' (a to_dict()), 'train_config' and 'iter' in both."""
+    arrays, meta = checkpoint.load(path)
+    run = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    if meta.get("format") == FORMAT:
+        return GPT.load(path)
+    if run.get("format") != TRAINING_FORMAT or "config" not in run:
+        raise checkpoint.CheckpointError(f"load_checkpoint: {str(path)!r} is not a GPT checkpoint (expected "
+                                         f"{FORMAT!r} or {TRAINING_FORMAT!r})")
+    weights = {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
+    model = GPT(GPTConfig.from_dict(run["config"]), dtype=weights["token_embedding.weight"].dtype)
+    model.load_state_dict(weights)
+    return model, run
+
+
+def resume_config(out, overrides: dict | None = None) -> GPTTrainConfig:
+    """The config to resume the run in `out` with: the checkpoint's, under `overrides` (what the user
+    set again). A change to what RESUME_FIXED names is a GPTTrainingError."""
+    path = os.path.join(out, "checkpoint.safetensors")
+    if not os.path.isfile(path):
+        raise GPTTrainingError(f"--resume: no checkpoint at {path}")
+    _, meta = checkpoint.load(path)
+    saved = (meta.get("metadata") or {}).get("train_config")
+    if not isinstance(saved, dict):
+        raise GPTTrainingError(f"--resume: {path} is not a GPT training checkpoint")
+    overrides = dict(overrides or {})
+    clashes = [f"{k}: checkpoint {saved[k]!r}, now {overrides[k]!r}" for k in RESUME_FIXED
+               if k in overrides and k in saved and overrides[k] != saved[k]]
+    if clashes:
+        raise GPTTrainingError(f"--resume: {path} was trained with other settings ({'; '.join(clashes)}); "
+                               "use the same flags or a new --out")
+    known = {f.name for f in fields(GPTTrainConfig)}
+    kept = {k: v for k, v in saved.items() if k in known and k not in PER_INVOCATION}
+    return GPTTrainConfig(**{**kept, **overrides, "out": out, "resume": True})
+
+
+@contextlib.contextmanager
+def ctrl_c_between_iterations():
+    """Ctrl-C asks the loop to stop after the current iteration (a list that becomes non-empty), so
+    the checkpoint never holds half an update; a second Ctrl-C interrupts at once. Outside the main
+    thread nothing changes."""
+    import signal
+    import threading
+    pressed: list = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+
+    def on_ctrl_c(signum, frame):
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C ended the run after an iteration; the checkpoint was saved."""
+
+
+class GPTTrainer:
+    """Runs a GPTTrainConfig: reads the data, builds the GPT and AdamW (or restores all of it from
+    OUT/checkpoint.safetensors when cfg.resume), and run() trains. `report` (a TrainingReport) hears
+    of every iteration and writes every line. Construction sets the thread count (use_num_threads:
+    cfg.threads, else the process's choice, else 1) and keeps freed memory for the next step
+    (tinygrad_lite.memory)."""
+
+    def __init__(self, cfg: GPTTrainConfig, report: TrainingReport | None = None):
+        if not isinstance(cfg, GPTTrainConfig):
+            raise TypeError(f"GPTTrainer: expected a GPTTrainConfig, got {type(cfg).__name__}")
+        self.cfg, self.report = cfg, report or TrainingReport()
+        self.threads = use_num_threads(cfg.threads, "gpt train")
+        keep_freed_memory()
+        os.makedirs(cfg.out, exist_ok=True)
+        self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
+        self.best_path = os.path.join(cfg.out, "best.safetensors")
+        self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
+        self.iter, self.evaluated_at, self.best_val_loss, self.best_iter = 0, None, math.inf, None
+        self.elapsed_before, self.eval_seconds, self.evaluations, self.step_seconds = 0.0, 0.0, 0, 0.0
+        self.started, self.deadline, self.window = time.perf_counter(), None, [0.0, 0]
+        if cfg.resume:
+            self.restore()
+        else:
+            self.data = TextData(cfg)
+            tl.manual_seed(cfg.seed)                                  # init, then dropout
+            self.model = GPT(cfg.model_config(self.data.tokenizer.vocab_size))
+            self.optimizer = self.make_optimizer()
+            self.batch_rng = np.random.default_rng((cfg.seed, BATCHES))
+            if os.path.exists(self.metrics_path):
+                os.remove(self.metrics_path)
+        self.data_record = self.data.describe()
+        self.lr = get_lr(self.iter, cfg)
+
+    def make_optimizer(self) -> AdamW:
+        """AdamW on nanoGPT's groups: weight decay on the matrices, none on biases and gains."""
+        cfg = self.cfg
+        return AdamW(self.model.param_groups(cfg.weight_decay), lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+
+    def restore(self) -> None:
+        """Everything the checkpoint holds: weights, AdamW's moments, both random streams, the iteration."""
+        cfg, path = self.cfg, self.checkpoint_path
+        if not os.path.isfile(path):
+            raise GPTTrainingError(f"--resume: no checkpoint at {path}")
+        run = checkpoint.load(path)[1].get("metadata") or {}
+        if run.get("format") != TRAINING_FORMAT:
+            raise GPTTrainingError(f"--resume: {path} is not a GPT training checkpoint")
+        saved = run["train_config"]
+        clashes = [f"{k}: checkpoint {saved.get(k)!r}, now {getattr(cfg, k)!r}" for k in RESUME_FIXED
+                   if saved.get(k) != getattr(cfg, k)]
+        if clashes:
+            raise GPTTrainingError(f"--resume: {path} was trained with other settings ({'; '.join(clashes)}); "
+                                   "use the same ones (resume_config reads them) or a new --out")
+        self.data = TextData(cfg, tokenizer_from_dict(run["tokenizer"]))
+        if fingerprint(self.data.text) != run["data"]["sha256"]:
+            raise GPTTrainingError(f"--resume: {self.data.source} is not the text the run in {cfg.out} started on "
+                                   "(its SHA-256 differs); resume on the same text, or train into a new --out")
+        self.model = GPT(GPTConfig.from_dict(run["config"]))
+        self.optimizer = self.make_optimizer()
+        checkpoint.load_training(path, self.model, self.optimizer)  # also the engine's random state (dropout)
+        for group, decay in zip(self.optimizer.param_groups, (cfg.weight_decay, 0.0)):  # this run's settings
+            group.update(weight_decay=decay, betas=(cfg.beta1, cfg.beta2))
+        self.batch_rng = np.random.default_rng()
+        self.batch_rng.bit_generator.state = run["batch_rng"]
+        self.iter, self.evaluated_at, self.best_iter = int(run["iter"]), run["evaluated_at"], run["best_iter"]
+        self.best_val_loss = math.inf if run["best_val_loss"] is None else run["best_val_loss"]
+        self.elapsed_before = float(run["elapsed"])
+        self.keep_metrics_until(self.iter)
+
+    def keep_metrics_until(self, iteration: int) -> None:
+        """Drop the metrics logged after the checkpoint (a run killed between logging and saving)."""
+        if not os.path.exists(self.metrics_path):
+            return
+        with open(self.metrics_path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip() and json.loads(line).get("iter", 0) <= iteration]
+        with atomic_write(self.metrics_path, durable=False, op="gpt train") as temp:
+            temp.write_text("".join(lines), encoding="utf-8")
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> dict:
+        """Train until max_iters or the --minutes budget: the budget covers everything, the evaluations
+        inside it and the closing one (its time is kept in reserve). Returns a summary."""
+        cfg = self.cfg
+        self.started = time.perf_counter()
+        self.deadline = None if cfg.minutes is None else self.started + 60 * cfg.minutes
+        try:
+            with ctrl_c_between_iterations() as pressed:
+                self.loop(pressed)
+                if self.evaluated_at != self.iter:
+                    self.evaluate()                                    # the closing evaluation
+        except TrainingDiverged as e:
+            self.report.failed(e)
+            raise
+        finally:
+            self.report.close()
+        return {"iters": self.iter, "seconds": time.perf_counter() - self.started, "best_val_loss": self.best_val_loss,
+                "best_iter": self.best_iter, "best": self.best_path, "checkpoint": self.checkpoint_path,
+                "metrics": self.metrics_path}
+
+    def loop(self, pressed: list) -> None:
+        cfg = self.cfg
+        while True:
+            if self.iter % cfg.eval_interval == 0 and self.evaluated_at != self.iter:
+                self.evaluate()
+            if self.iter >= cfg.max_iters or self.out_of_time():
+                return
+            if pressed:
+                self.save()
+                raise Interrupted(f"interrupted at iter {self.iter}: checkpoint saved to {self.checkpoint_path}; "
+                                  "continue with --resume")
+            t0 = time.perf_counter()
+            loss = self.train_step()
+            self.step_seconds = time.perf_counter() - t0
+            self.window = [self.window[0] + self.step_seconds, self.window[1] + 1]
+            self.report.step(self, loss, self.tokens_per_s())
+
+    def train_step(self) -> float:
+        """One iteration: lr(iter), a batch, loss, backward, clip, AdamW. Returns the batch's loss."""
+        cfg = self.cfg
+        self.lr = get_lr(self.iter, cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr
+        x, y = get_batch(self.data.ids["train"], cfg.block_size, cfg.batch_size, self.batch_rng)
+        loss = self.model.loss(x, y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        value = loss.item()
+        if not math.isfinite(value):
+            raise TrainingDiverged(f"gpt train: diverged: the loss became {value} at iter {self.iter} "
+                                   f"({self.nonfinite_op(x, y)}); nothing more was saved; try a lower --learning-rate "
+                                   f"(now {cfg.learning_rate:g}) or --grad-clip (now {cfg.grad_clip:g})")
+        if cfg.grad_clip:
+            clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.iter += 1
+        return value
+
+    def nonfinite_op(self, x, y) -> str:
+        """The op that made a NaN/Inf loss, from this step again under anomaly mode (tinygrad_lite.autograd)."""
+        try:
+            with tl.detect_anomaly():
+                loss = self.model.loss(x, y)
+                self.optimizer.zero_grad()
+                loss.backward()
+        except tl.AnomalyError as e:
+            return str(e)
+        return "anomaly mode found no op that makes it on a re-run"
+
+    def tokens_per_s(self) -> float:
+        seconds, iters = self.window
+        return iters * self.cfg.batch_size * self.cfg.block_size / seconds if seconds else 0.0
+
+    # ------------------------------------------------------------ time
+    def elapsed(self) -> float:
+        """Seconds of training so far, over every resumed part of the run."""
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def closing_reserve(self) -> float:
+        """Seconds kept for the closing evaluation: a little over the longest evaluation so far."""
+        return 1.1 * self.eval_seconds
+
+    def out_of_time(self) -> bool:
+        """True when another iteration and then the closing evaluation would pass the deadline."""
+        return self.deadline is not None and \
+            self.deadline - time.perf_counter() < self.closing_reserve() + self.step_seconds
+
+    def budget_spent(self, seconds: float) -> float:
+        """The share of its budget the run has used `seconds` after it started: iterations of
+        max_iters, or time of --minutes (less the closing reserve), whichever is further."""
+        shares = [self.iter / self.cfg.max_iters]
+        if self.cfg.minutes is not None:
+            shares.append(seconds / max(60 * self.cfg.minutes - self.closing_reserve(), 1e-9))
+        return max(shares)
+
+    def note_evaluation_time(self, seconds: float) -> None:
+        """The reserve's basis: the longest evaluation, but the first only until a second exists (it
+        also pays one-time costs, Numba compiling the kernels on a fresh install)."""
+        if self.evaluations == 1:
+            self.eval_seconds = 0.0
+        self.eval_seconds = max(self.eval_seconds, seconds)
+        self.evaluations += 1
+
+    # ------------------------------------------------------------ evaluations and files
+    def evaluate(self) -> dict:
+        """estimate_loss on both splits now; keep the best val loss; checkpoint; log; report."""
+        t0 = time.perf_counter()
+        self.report.status("evaluating")
+        losses = estimate_loss(self.model, self.data.ids, self.cfg)
+        record = {"iter": self.iter, "train_loss": losses["train"], "val_loss": losses["val"],
+                  "lr": get_lr(self.iter, self.cfg), "tokens_per_s": round(self.tokens_per_s(), 1),
+                  "elapsed": round(self.elapsed(), 2)}
+        best = losses["val"] < self.best_val_loss
+        if best:
+            self.best_val_loss, self.best_iter = losses["val"], self.iter
+            self.save_best()
+        self.evaluated_at = self.iter
+        record["eval_seconds"] = round(time.perf_counter() - t0, 2)
+        self.log(record)
+        self.save()
+        self.report.write(f"iter {self.iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+                          f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}  "
+                          f"{record['tokens_per_s']:,.0f} tok/s  {record['elapsed']:.0f} s")
+        self.window = [0.0, 0]
+        self.note_evaluation_time(time.perf_counter() - t0)
+        return record
+
+    def run_metadata(self) -> dict:
+        """What both checkpoints record besides the weights: enough to sample, evaluate and resume."""
+        return {"tokenizer": self.data.tokenizer.to_dict(), "train_config": self.cfg.to_dict(), "iter": self.iter,
+                "data": self.data_record}
+
+    def save_best(self) -> None:
+        self.model.save(self.best_path, {**self.run_metadata(), "val_loss": self.best_val_loss})
+
+    def save(self) -> None:
+        """checkpoint.safetensors: the run as it stands, to resume from (written atomically)."""
+        best = None if math.isinf(self.best_val_loss) else self.best_val_loss
+        checkpoint.save_training(self.checkpoint_path, self.model, self.optimizer, metadata={
+            **self.run_metadata(), "format": TRAINING_FORMAT, "config": self.model.config.to_dict(),
+            "evaluated_at": self.evaluated_at, "best_val_loss": best, "best_iter": self.best_iter,
+            "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed()})
+
+    def log(self, record: dict) -> None:
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
