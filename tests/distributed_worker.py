@@ -1,7 +1,8 @@
 """What tests/test_distributed*.py run under `mpiexec -n 2 python tests/distributed_worker.py MODE ...`.
 
     collectives             all_reduce_gradients (flat and plain) against sum_r w_r g_r / sum_r w_r
-                            computed here from every rank's seed; broadcast, any_rank, shared_file
+                            computed here from every rank's seed; broadcast, any_rank, gather_json,
+                            shared_file
     train ARGS...           `python -m transformer train ARGS` after writing this rank's pid to
                             OUT/rank<r>.pid (so a test can kill one rank)
     fail-at STEP ARGS...    the same, but rank 1 raises at STEP
@@ -61,6 +62,10 @@ def check_collectives():
     assert all((p.data == 1.0).all() for p in params)
     assert dist.any_rank(r == 1, False) == (True, False)
     assert len({dist.rank_seed(0)} | {dist.rank_seed(0, 5)}) == (1 if r == 0 else 2)
+    state = {"rank": r, "big": 2 ** 127 + r, "text": "汉" * (r + 1)}  # ragged sizes, a 128-bit int
+    gathered = dist.gather_json(state)
+    assert gathered == ([{"rank": j, "big": 2 ** 127 + j, "text": "汉" * (j + 1)} for j in range(k)]
+                        if r == 0 else None), gathered
     path = os.path.join(sys.argv[2], "shared.bin") if r == 0 else "/nonexistent/elsewhere"
     if r == 0:
         Path(path).write_bytes(b"rank 0's bytes")

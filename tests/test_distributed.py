@@ -37,6 +37,7 @@ def test_one_process_is_rank_0_of_1_and_every_call_leaves_the_gradients_alone():
     assert p.data.tolist() == [1.0, 2.0]
     assert dist.any_rank([], True) == (False, True)
     assert dist.rank_seed(123) == 123 and dist.rank_seed(123, 9) == 123
+    assert dist.gather_json({"state": 2 ** 127}) == [{"state": 2 ** 127}]
     dist.barrier()
     dist.abort(1, "never")  # nothing to stop: returns
 

@@ -32,6 +32,7 @@ completed within the timeout (TINYGRAD_LITE_DIST_TIMEOUT seconds, default 1800, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -246,6 +247,28 @@ def barrier(what: str = "barrier") -> None:
     with _watchdog.watch(what):
         while not request.Test():
             time.sleep(0.005)
+
+
+def gather_json(value) -> list | None:
+    """Every rank's JSON-able `value`, in rank order, on rank 0; None on the others. For what each
+    rank holds alone, such as its random state for rank 0's checkpoint. The values travel as UTF-8
+    JSON bytes, never pickled. One rank: [value]."""
+    text = json.dumps(value)
+    if world_size() == 1:
+        return [json.loads(text)]
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    main = is_main()
+    sizes = np.zeros(world_size(), np.int64) if main else None
+    with _watchdog.watch("gather_json"):
+        _comm.Gather(np.array([data.size], np.int64), sizes, root=0)
+        if not main:
+            _comm.Gatherv(data, None, root=0)
+            return None
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        buffer = np.empty(int(sizes.sum()), np.uint8)
+        _comm.Gatherv(data, [buffer, sizes.tolist(), offsets.tolist(), _MPI.BYTE], root=0)
+    return [json.loads(buffer[start: start + size].tobytes().decode("utf-8"))
+            for start, size in zip(offsets.tolist(), sizes.tolist())]
 
 
 @contextlib.contextmanager
