@@ -169,6 +169,30 @@ def test_transformer_graph_is_the_plain_formula_by_default(tmp_path):
     assert all(len(lines) == 1 for lines in dot_ops(out))  # no op carries a fused formula
 
 
+def test_gpt_graph_is_the_plain_formula_with_one_causal_softmax_per_block(tmp_path):
+    out = tmp_path / "g.dot"
+    assert_ok(run_viz("gpt", "--depth", "none", "--layers", "2", "--out", out), out)
+    names = [lines[0] for lines in dot_ops(out)]
+    assert names.count("softmax (masked)") == 2 and names.count("gelu") == 2  # a causal mask, GELU per block
+    assert {"matmul", "layer_norm", "embedding", "cross_entropy"} <= {n.split()[0] for n in names}
+    assert not [n for n in names if n.startswith("fused_") or n in ("add_dropout", "linear_relu_dropout")]
+
+
+def test_attention_draws_a_gpt_checkpoints_causal_maps(tmp_path):
+    import tinygrad_lite as tl
+    from transformer.gpt import GPT, GPTConfig
+    from transformer.gpt.tokenizers import CharTokenizer
+
+    tokenizer = CharTokenizer.train("ROMEO: hello\nJULIET: hi")
+    tl.manual_seed(0)
+    GPT(GPTConfig(vocab_size=tokenizer.vocab_size, n_layer=2, n_head=2, n_embd=16, block_size=16)).save(
+        tmp_path / "gpt.safetensors", {"tokenizer": tokenizer.to_dict()})
+    out = tmp_path / "a.png"
+    assert_ok(run_viz("attention", "--checkpoint", tmp_path / "gpt.safetensors", "ROMEO: hi", "--out", out), out)
+    bad = run_viz("attention", "--checkpoint", tmp_path / "gpt.safetensors", "ROMEO: Z", "--out", out)
+    assert bad.returncode == 2 and "'Z'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_fast_draws_the_fused_ops_each_labelled_with_its_formula(tmp_path):
     out = tmp_path / "f.dot"
     assert_ok(run_viz("transformer", "--depth", "none", "--layers", "1", "--fast", "--out", out), out)

@@ -5,7 +5,9 @@
     python -m viz mlp --out mlp.svg                       tensor MLP (tinygrad_lite.nn.MLP), one step
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
     python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
+    python -m viz gpt --depth 2 --out g.svg               a small GPT's training step (transformer.gpt)
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
+    python -m viz attention --checkpoint runs/gpt/best.safetensors "ROMEO:" --out a.png   a GPT's causal maps
     python -m viz lab --checkpoint CKPT                   the attention lab, served on 127.0.0.1
     python -m viz explore transformer --out t.html        step through the backward pass (or --checkpoint)
     python -m viz watch runs/translator                   a training run's live page (train --explore)
@@ -122,10 +124,26 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--tgt-len", type=_positive, default=5)
     tf.add_argument("--batch", type=_positive, default=2)
 
-    attn = commands.add_parser("attention", help="attention heatmaps of a trained translator",
-                               description="attention heatmaps (layers x heads) of a translator checkpoint")
-    attn.add_argument("sentence", help="the Chinese sentence to translate, e.g. 这是一个苹果")
-    attn.add_argument("--checkpoint", required=True, help="translator checkpoint (python -m transformer train)")
+    gpt = graph_command("gpt", "one training step of a small GPT (transformer.gpt), modules as boxes", "TB")
+    gpt.add_argument("--depth", type=_depth, default=2,
+                     help="collapse depth: 1 = embeddings/blocks/norm, 2 = each block (default), "
+                          "3 = attention/Add & Norm/FFN, none = every op")
+    gpt.add_argument("--expand", action="append", default=[], metavar="PATH",
+                     help="open this module whatever the depth, e.g. blocks.0 (repeatable)")
+    gpt.add_argument("--d-model", type=_positive, default=32, help="n_embd")
+    gpt.add_argument("--layers", type=_positive, default=2, help="N (n_layer), the number of blocks")
+    gpt.add_argument("--heads", type=_positive, default=4, help="h (n_head), the number of attention heads")
+    gpt.add_argument("--vocab", type=_positive, default=20)
+    gpt.add_argument("--length", type=_positive, default=6, help="T, tokens per sequence (block_size)")
+    gpt.add_argument("--batch", type=_positive, default=2)
+
+    attn = commands.add_parser("attention", help="attention heatmaps of a trained translator or GPT",
+                               description="attention heatmaps (layers x heads) of a translator or GPT checkpoint")
+    attn.add_argument("sentence", help="the Chinese sentence to translate, e.g. 这是一个苹果; for a GPT, the text "
+                                       "whose causal self-attention to draw, e.g. ROMEO:")
+    attn.add_argument("--checkpoint", required=True,
+                      help="translator checkpoint (python -m transformer train) or GPT checkpoint "
+                           "(python -m transformer gpt train)")
     attn.add_argument("--out", required=True, help=ATTENTION_OUT_HELP)
     attn.add_argument("--kind", choices=("encoder", "decoder", "cross", "all"), default="all",
                       help="draw only this kind's section (default: all three)")
@@ -244,6 +262,23 @@ def transformer_step(args) -> tuple:
     return loss, model
 
 
+def gpt_step(args) -> tuple:
+    """transformer.gpt.GPT (no bias, as nanoGPT) on random ids: next-token cross-entropy, backward."""
+    import numpy as np
+
+    from tinygrad_lite import manual_seed, retain_grads
+    from transformer.gpt import GPT, GPTConfig
+
+    manual_seed(args.seed)
+    model = GPT(GPTConfig(vocab_size=args.vocab, block_size=args.length, n_layer=args.layers,
+                          n_head=args.heads, n_embd=args.d_model))
+    ids = np.random.default_rng(args.seed).integers(0, args.vocab, size=(args.batch, args.length + 1))
+    with _recording(getattr(args, "fast", False)), retain_grads():
+        loss = model.loss(ids[:, :-1], ids[:, 1:])
+        loss.backward(retain_graph=True)
+    return loss, model
+
+
 def translator_step(args) -> tuple:
     """One teacher-forced training step of a trained translator on a pair of its own corpus (the
     built-in one, or the file it was trained on), recorded under fast.plain()."""
@@ -294,6 +329,15 @@ def run_transformer(args) -> list:
     return _render(graph, args.out)
 
 
+def run_gpt(args) -> list:
+    from viz import draw_graph
+
+    loss, model = gpt_step(args)
+    graph = draw_graph(loss, model=model, collapse=args.depth, expand=args.expand, rankdir=args.rankdir,
+                       max_nodes=args.max_nodes)
+    return _render(graph, args.out)
+
+
 STEPS = {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step}
 
 
@@ -338,6 +382,9 @@ def run_attention(args) -> list:
         raise IsADirectoryError(f"attention: checkpoint {args.checkpoint!r} is a directory; expected a file")
     if not Path(args.checkpoint).is_file():
         raise FileNotFoundError(f"attention: checkpoint {args.checkpoint!r} does not exist")
+    gpt = _gpt_checkpoint(args.checkpoint)
+    if gpt is not None:
+        return [write_gpt_attention(*gpt, args.sentence, args.out)]
     try:
         from transformer.translator import load_translator
     except ImportError as exc:
@@ -346,6 +393,39 @@ def run_attention(args) -> list:
     translator = load_translator(args.checkpoint)
     kinds = None if args.kind == "all" else [args.kind]
     return [write_attention(translator, args.sentence, args.out, kinds)]
+
+
+def _gpt_checkpoint(path) -> tuple | None:
+    """(model, tokenizer) if `path` is a GPT checkpoint (transformer.gpt), else None."""
+    from tinygrad_lite.checkpoint import CheckpointError
+    from transformer.gpt import GPT
+    from transformer.gpt.tokenizers import tokenizer_from_dict
+
+    try:
+        model, metadata = GPT.load(path)
+    except CheckpointError:
+        return None
+    if "tokenizer" not in metadata:
+        raise ValueError(f"attention: GPT checkpoint {str(path)!r} has no tokenizer in its metadata")
+    return model, tokenizer_from_dict(metadata["tokenizer"])
+
+
+VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
+
+
+def write_gpt_attention(model, tokenizer, text: str, out) -> Path:
+    """A GPT's causal self-attention over `text` (its last block_size tokens): layers down, heads across."""
+    from viz.plots import plot_attention
+
+    ids = tokenizer.encode(text)[-model.config.block_size:]
+    if len(ids) == 0:
+        raise ValueError("attention: the text is empty; give a prompt, e.g. ROMEO:")
+    with _kernel_backend():
+        weights = model.attention_maps(ids)
+    tokens = ["".join(VISIBLE.get(ch, ch) for ch in tokenizer.decode([int(i)])) or f"#{int(i)}" for i in ids]
+    names = [f"block {i}" for i in range(len(weights))]
+    return plot_attention(weights, tokens, out=out, title=repr(text), layer_names=names,
+                          kind="causal self-attention").path
 
 
 def run_lab(args) -> list:
@@ -358,7 +438,7 @@ def run_lab(args) -> list:
     return lab_cli.run(args, lambda text, mask: translate_with_mask(translator, text, mask, beam=args.beam))
 
 
-COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "attention": run_attention,
+COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "gpt": run_gpt, "attention": run_attention,
             "lab": run_lab, "explore": run_explore, "watch": watch_cli.run}
 IMAGE_FORMATS = {"attention": ("png", "svg", "pdf"), "explore": ("html",)}
 
