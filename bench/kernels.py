@@ -78,7 +78,8 @@ def set_threads(threads, dtype):
     os.environ["NUMBA_NUM_THREADS"] = str(threads)
     import numba
 
-    numba.set_num_threads(threads)
+    import tinygrad_lite
+    tinygrad_lite.set_num_threads(threads)  # the engine's count (else its first kernel sets its default, 1)
     try:
         import torch
     except ImportError:

@@ -1,6 +1,8 @@
-"""The thread count a Trainer uses: 1 by default, unless the argument, the process or the environment
-says otherwise (tinygrad_lite.threads.use_num_threads); and bench/threads.py's busy mode runs and
-stops the processes it starts. Speed itself is measured in bench/threads.py, never here."""
+"""The thread count: 1 by default wherever the engine is used, chosen where heavy work first starts
+(the first product or Numba kernel) and never on import, unless the process or the environment says
+otherwise (tinygrad_lite.threads); a Trainer's argument beats both; and bench/threads.py's busy mode
+runs and stops the processes it starts. Speed itself is measured in bench/threads.py, never here."""
+import json
 import os
 import signal
 import subprocess
@@ -85,14 +87,75 @@ def test_the_trainer_names_a_bad_count(fresh, tmp_path):
         Trainer(tiny(tmp_path, threads=0))
 
 
+def clean_env(**extra) -> dict:
+    """This environment without any thread setting (as a learner's shell), plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith("_NUM_THREADS") and k not in ("OMP_WAIT_POLICY", "TINYGRAD_LITE_BACKEND")}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+# A fresh process: what it chose (tinygrad_lite, BLAS, Numba) after `before` and after each op.
+PROBE = """
+import json, os, sys
+import numpy as np
+import tinygrad_lite as tl
+from threadpoolctl import threadpool_info
+def state():
+    numba = sys.modules.get("numba")
+    return {{"chosen": tl.get_num_threads(), "numba": numba and numba.get_num_threads(),
+            "blas": sorted({{i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}})}}
+{before}
+states = []
+for op in {ops!r}:
+    exec(op)
+    states.append(state())
+print(json.dumps(states))
+"""
+FIRST_OPS = {
+    "a product": "x = tl.Tensor(np.ones((64, 64), np.float32), requires_grad=True); (x @ x).sum().backward()",
+    "a Linear": "tl.nn.Linear(8, 4)(tl.Tensor(np.ones((2, 8), np.float32)))",
+    "a Numba kernel": "tl.nn.functional.softmax(tl.Tensor(np.ones((4, 8), np.float32)))",
+}
+
+
+def probe(*ops: str, before: str = "", **env) -> list:
+    done = subprocess.run([sys.executable, "-c", PROBE.format(before=before, ops=list(ops))], env=clean_env(**env),
+                          cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("op", list(FIRST_OPS))
+def test_the_first_op_chooses_one_thread(op):
+    """A notebook's first product or kernel, with no Trainer and no setting: BLAS at 1, and Numba at 1
+    once a kernel loads it (products alone leave it unloaded)."""
+    first, then = probe(FIRST_OPS[op], FIRST_OPS["a Numba kernel"], TINYGRAD_LITE_BACKEND="numba")
+    assert first == {"chosen": 1, "numba": 1 if op == "a Numba kernel" else None, "blas": [1]}, first
+    assert then == {"chosen": 1, "numba": 1, "blas": [1]}, then
+
+
+def test_the_formula_path_chooses_one_thread_and_leaves_numba_unloaded():
+    got = probe(FIRST_OPS["a Linear"], FIRST_OPS["a Numba kernel"], TINYGRAD_LITE_BACKEND="numpy")
+    assert got == [{"chosen": 1, "numba": None, "blas": [1]}] * 2, got
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="BLAS runs at most a thread per core")
+@pytest.mark.parametrize("how", ["set_num_threads", "environment"])
+def test_a_count_chosen_before_the_first_op_is_kept(how):
+    before, env = ("tl.set_num_threads(2)", {}) if how == "set_num_threads" else ("", {threads.ENV_VAR: "2"})
+    got = probe(FIRST_OPS["a Numba kernel"], FIRST_OPS["a product"], before=before, TINYGRAD_LITE_BACKEND="numba",
+                **env)
+    assert got[-1] == {"chosen": 2, "numba": 2, "blas": [2]}, got
+
+
 def test_importing_sets_no_threads():
-    code = ("import os, sys, tinygrad_lite, transformer.train as t; from tinygrad_lite import threads; "
-            "assert threads.get_num_threads() is None; assert 'numba' not in sys.modules; "
-            "assert 'NUMBA_NUM_THREADS' not in os.environ; print('ok')")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_NUM_THREADS"}
-    env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-    assert done.stdout.strip() == "ok", done.stderr
+    """Importing (the engine, the translator, numpy) changes no count, no variable, loads no Numba."""
+    before = ("untouched = [i['num_threads'] for i in threadpool_info()]\n"
+              "import transformer.train, transformer.translator\n"
+              "assert tl.get_num_threads() is None and 'numba' not in sys.modules, 'chose on import'\n"
+              "assert not [v for v in os.environ if v.endswith('_NUM_THREADS')], 'set a variable'\n"
+              "assert [i['num_threads'] for i in threadpool_info()] == untouched, 'changed BLAS'")
+    assert probe(before=before) == []
 
 
 def gone(pid: int) -> bool:

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from ..checks import one_of
+from ..threads import ensure_num_threads
 
 BACKENDS = ("numba", "numpy")
 ENV_VAR = "TINYGRAD_LITE_BACKEND"
@@ -89,6 +90,7 @@ def use_backend(name):
 def load_numba():
     """Import numba on first use; return the module, or None (warning once) if it is missing."""
     if _state.numba is None and _state.numba_import_error is None:
+        ensure_num_threads()  # before the import, which sizes Numba's pool (tinygrad_lite.threads)
         try:
             _state.numba = importlib.import_module("numba")
         except ImportError as err:

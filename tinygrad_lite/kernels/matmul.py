@@ -19,6 +19,7 @@ whose OpenBLAS runs 8-float kernels (kernels.panels; the branch is nn.functional
 """
 import numpy as np
 
+from ..threads import ensure_num_threads
 from .backend import unbroadcast
 
 
@@ -27,6 +28,7 @@ def _swap_last(x):
 
 
 def _blas_matmul(a, b, trans_a, trans_b):
+    ensure_num_threads()
     return np.matmul(_swap_last(a) if trans_a else a, _swap_last(b) if trans_b else b)
 
 

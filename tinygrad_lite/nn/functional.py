@@ -13,6 +13,7 @@ from ..checks import number, one_of, positive_int, probability
 from ..fast import TRICKS, cross_entropy_grad
 from ..kernels import attention, panels
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
+from ..threads import ensure_num_threads
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -70,6 +71,7 @@ def _product(a, b):
     """a @ b: one of a Linear's three products, the forward x·Wᵀ and the gradients g·W and gᵀ·x.
     Trick `panel_products`: on the wide panel micro-kernel where it beats NumPy's BLAS (AVX-512 CPUs
     whose OpenBLAS runs 8-float kernels: ~2x; kernels.panels.beats_blas)."""
+    ensure_num_threads()  # the default thread count, once (tinygrad_lite.threads)
     if TRICKS.panel_products and panels.beats_blas(a, b):
         return panels.panel_matmul_numba(a, b)
     return a @ b
