@@ -1,4 +1,4 @@
-"""python -m transformer {train, translate, eval, explain}: the toy Chinese→English translator.
+"""python -m transformer {train, translate, eval, explain}: the toy Chinese→English translator; gpt: a GPT.
 
 Errors print one line and exit non-zero; --debug shows the traceback.
 """
@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_output_arguments(t)
     add_translate_parser(sub, common)
     add_eval_parser(sub, common)
+    sub.add_parser("gpt", help="a GPT from the same blocks: train, eval (python -m transformer gpt --help)")
     sub.add_parser("explain", help="the article, computed: run the walkthrough "
                                   "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
     for child in sub.choices.values():
@@ -361,8 +362,9 @@ def cmd_train(args) -> int:
     if report.get("example"):
         from .translator import for_display
         print(f"这是一个苹果 -> {for_display(report['example'])}")
-    with open(os.path.join(cfg.out, "report.json"), "w", encoding="utf-8") as f:
-        json.dump(report, f, ensure_ascii=False, indent=1)
+    from tinygrad_lite.files import atomic_write
+    with atomic_write(os.path.join(cfg.out, "report.json"), durable=False, op="train") as temp:
+        temp.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
     return 0
 
 
@@ -504,8 +506,20 @@ def one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+def gpt_arguments(argv: list) -> list | None:
+    """For `gpt ...`, the arguments that transformer.gpt's CLI takes: those after `gpt`, and the global
+    --debug/--threads N before it. None for the translator's commands."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("--"):
+        i += 2 if argv[i] == "--threads" else 1
+    return argv[:i] + argv[i + 1:] if argv[i:i + 1] == ["gpt"] else None
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if (gpt := gpt_arguments(argv)) is not None:
+        from transformer.gpt.__main__ import main as gpt_main
+        return gpt_main(gpt)
     args = parse(argv)
     commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval, "explain": cmd_explain}
     if not args.debug:  # NumPy's overflow warnings would bury the one-line error that explains them

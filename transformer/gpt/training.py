@@ -240,7 +240,7 @@ class TextData:
         for name, ids in self.ids.items():
             if len(ids) <= cfg.block_size:
                 raise GPTTrainingError(f"the {name} split ({self.source if name == 'train' else self.val_source}) "
-                                       f"has {len(ids)} tokens, too few for block_size {cfg.block_size}: a window "
+                                       f"has {len(ids):,} tokens, too few for block_size {cfg.block_size}: a window "
                                        f"needs {cfg.block_size + 1}; lower --block-size or give more text")
 
     def encode(self, text: str, name: str) -> np.ndarray:
@@ -333,7 +333,6 @@ class GPTTrainer:
         self.cfg, self.report = cfg, report or TrainingReport()
         self.threads = use_num_threads(cfg.threads, "gpt train")
         keep_freed_memory()
-        os.makedirs(cfg.out, exist_ok=True)
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
@@ -348,6 +347,7 @@ class GPTTrainer:
             self.model = GPT(cfg.model_config(self.data.tokenizer.vocab_size))
             self.optimizer = self.make_optimizer()
             self.batch_rng = np.random.default_rng((cfg.seed, BATCHES))
+            os.makedirs(cfg.out, exist_ok=True)
             if os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
         self.data_record = self.data.describe()
@@ -518,9 +518,10 @@ class GPTTrainer:
         record["eval_seconds"] = round(time.perf_counter() - t0, 2)
         self.log(record)
         self.save()
+        speed = f"  {record['tokens_per_s']:,.0f} tok/s" if record["tokens_per_s"] else ""
         self.report.write(f"iter {self.iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
-                          f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}  "
-                          f"{record['tokens_per_s']:,.0f} tok/s  {record['elapsed']:.0f} s")
+                          f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}{speed}  "
+                          f"{record['elapsed']:.0f} s")
         self.window = [0.0, 0]
         self.note_evaluation_time(time.perf_counter() - t0)
         return record

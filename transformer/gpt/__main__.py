@@ -1,0 +1,344 @@
+"""python -m transformer gpt {train, eval}: a GPT from the same blocks, trained and scored as nanoGPT.
+
+Flags take nanoGPT's names, spelt with dashes (--n-layer 4) or as nanoGPT writes them (--n_layer=4).
+Errors print one line and exit 2; --debug shows the traceback. A subcommand is a function
+add_<name>_parser(sub, common) that sets `run` to its cmd_<name>.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import fields
+
+from transformer.__main__ import (
+    CLIError,
+    OneLineParser,
+    check_input_file,
+    check_output_dir,
+    non_negative_float,
+    non_negative_int,
+    one_line,
+    positive_float,
+    positive_int,
+    say_compiling,
+    silence_stdout,
+)
+from transformer.progress import ProgressBar
+
+from .training import GPTTrainConfig
+
+DEFAULTS = {f.name: f.default for f in fields(GPTTrainConfig)}
+RUN_FILES = ("checkpoint.safetensors", "best.safetensors", "metrics.jsonl", "loss.png")
+
+
+def default_checkpoint(out: str = DEFAULTS["out"]) -> str:
+    """The best model on val of the default run, else its latest checkpoint."""
+    best, latest = os.path.join(out, RUN_FILES[1]), os.path.join(out, RUN_FILES[0])
+    return best if os.path.exists(best) or not os.path.exists(latest) else latest
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="python -m transformer gpt", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+    common.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS,
+                        help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_train_parser(sub, common)
+    add_eval_parser(sub, common)
+    for child in sub.choices.values():
+        p.flags |= child.flags
+    return p
+
+
+def config_flag(parser, name: str, help: str, shown=None, group=None, **kwargs) -> None:
+    """--name-with-dashes on `parser` (in its argument `group`, if given) for GPTTrainConfig's field
+    `name`; its default (shown) stays in GPTTrainConfig."""
+    default, flag = DEFAULTS[name], "--" + name.replace("_", "-")
+    if shown is None:
+        shown = f"{default:,}" if isinstance(default, int) and default > 9999 else default
+    parser.flags |= {flag, f"--no-{flag[2:]}"} if kwargs.get("action") is argparse.BooleanOptionalAction else {flag}
+    (group or parser).add_argument(flag, dest=name, default=None, help=f"{help} (default {shown})", **kwargs)
+
+
+def add_train_parser(sub, common) -> None:
+    t = sub.add_parser("train", parents=[common], help="train a GPT (on the built-in text by default)",
+                       description="Train a GPT as nanoGPT's train.py does. Without --data it learns the built-in "
+                                   "text: the project's own docstrings and docs (transformer.gpt.text).",
+                       epilog="nanoGPT's spellings work too: --n_layer=4, --bias=False.")
+    t.set_defaults(run=cmd_train)
+    t.add_argument("--data", help="a UTF-8 text file to learn; the first 90%% trains, the last 10%% validates "
+                                  "(default: the built-in text)")
+    t.add_argument("--val", help="a validation text file; then all of --data trains")
+    t.add_argument("--out", default=DEFAULTS["out"], help=f"output directory (default {DEFAULTS['out']})")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint.safetensors")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out (its checkpoints, metrics and loss.png)")
+    t.add_argument("--minutes", type=non_negative_float, default=None, help="stop after this much time, "
+                   f"evaluations included; 0: no limit (default {DEFAULTS['minutes']:g})")
+    config_flag(t, "seed", "seed of the initial weights, the batches and dropout", type=non_negative_int)
+    config_flag(t, "tokenizer", "one token a character, or byte-level BPE", choices=["char", "bpe"])
+    config_flag(t, "vocab_size", "the bpe tokenizer's vocabulary size, >= 256", shown="1024 for bpe",
+                type=positive_int)
+    t.add_argument("--no-progress", action="store_true", help="no progress bar; evaluation lines only")
+    add_model_flags(t)
+    add_optimisation_flags(t)
+
+
+def add_model_flags(t) -> None:
+    m = t.add_argument_group("the model (nanoGPT's names)")
+    config_flag(t, "n_layer", "blocks (the paper's N)", type=positive_int, group=m)
+    config_flag(t, "n_head", "attention heads per block (h)", type=positive_int, group=m)
+    config_flag(t, "n_embd", "width of the residual stream (d_model)", type=positive_int, group=m)
+    config_flag(t, "block_size", "context length: the most tokens one forward sees", type=positive_int, group=m)
+    config_flag(t, "dropout", "dropout rate, P_drop", type=non_negative_float, group=m)
+    config_flag(t, "bias", "biases in the Linear and LayerNorm layers", action=argparse.BooleanOptionalAction,
+                group=m)
+
+
+def add_optimisation_flags(t) -> None:
+    o = t.add_argument_group("the optimisation (nanoGPT's names)")
+    config_flag(t, "batch_size", "windows a batch", type=positive_int, group=o)
+    config_flag(t, "max_iters", "iterations at most", type=positive_int, group=o)
+    config_flag(t, "learning_rate", "the peak learning rate", type=positive_float, group=o)
+    config_flag(t, "decay_lr", "warmup then cosine decay; off: a constant --learning-rate",
+                action=argparse.BooleanOptionalAction, group=o)
+    config_flag(t, "warmup_iters", "iterations of linear warmup", type=non_negative_int, group=o)
+    config_flag(t, "lr_decay_iters", "the cosine reaches --min-lr here (nanoGPT: about --max-iters)",
+                type=positive_int, group=o)
+    config_flag(t, "min_lr", "the learning rate after the decay", type=non_negative_float, group=o)
+    config_flag(t, "weight_decay", "AdamW's decoupled weight decay, on the matrices", type=non_negative_float,
+                group=o)
+    config_flag(t, "beta1", "AdamW's beta1", type=non_negative_float, group=o)
+    config_flag(t, "beta2", "AdamW's beta2", type=non_negative_float, group=o)
+    config_flag(t, "grad_clip", "clip the gradient's norm at this; 0: off", type=non_negative_float, group=o)
+    config_flag(t, "eval_interval", "estimate the train and val loss every N iterations", type=positive_int,
+                group=o)
+    config_flag(t, "eval_iters", "batches per split in each estimate", type=positive_int, group=o)
+
+
+def add_eval_parser(sub, common) -> None:
+    e = sub.add_parser("eval", parents=[common], help="the loss over a whole validation split",
+                       description="The mean loss over every token of a validation split, with perplexity and "
+                                   "bits per character. The last line reads 'val loss <number> ...'.")
+    e.set_defaults(run=cmd_eval)
+    e.add_argument("--checkpoint", help=f"a GPT checkpoint (default {default_checkpoint()})")
+    source = e.add_mutually_exclusive_group()
+    source.add_argument("--data", help="score the last 10%% of this text file (default: of the text the "
+                                       "checkpoint was trained on, if it recorded it, else the built-in text)")
+    source.add_argument("--val", help="score all of this text file")
+
+
+# ---------------------------------------------------------------- train
+def nanogpt_spelling(argv: list, flags: set) -> list:
+    """nanoGPT's --n_layer=4 as --n-layer=4, and its --bias=False / --bias=True as --no-bias / --bias."""
+    out = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        dashed = flag[:2] + flag[2:].replace("_", "-")
+        if arg.startswith("--") and dashed in flags:
+            if value in ("True", "False") and f"--no-{dashed[2:]}" in flags:
+                arg = dashed if value == "True" else f"--no-{dashed[2:]}"
+            else:
+                arg = dashed + eq + value
+        out.append(arg)
+    return out
+
+
+def config_overrides(args) -> dict:
+    """The GPTTrainConfig fields set on the command line."""
+    overrides = {f.name: getattr(args, f.name) for f in fields(GPTTrainConfig)
+                 if f.name not in ("out", "resume", "threads") and getattr(args, f.name, None) is not None}
+    if overrides.get("minutes") == 0:
+        overrides["minutes"] = None
+    return overrides
+
+
+def with_flag_names(message: str) -> str:
+    """GPTTrainConfig's words in the CLI's: 'GPTTrainConfig: lr_decay_iters' -> 'gpt train: --lr-decay-iters'."""
+    names = "|".join(f.name for f in fields(GPTTrainConfig) if "_" in f.name)
+    message = re.sub(rf"\b({names})\b", lambda m: "--" + m.group(1).replace("_", "-"), message)
+    return message.replace("GPTTrainConfig:", "gpt train:")
+
+
+def check_run_arguments(args) -> None:
+    """A run already in --out is continued (--resume) or replaced (--overwrite), never overwritten unasked."""
+    for path, what in ((args.data, "data file"), (args.val, "validation file")):
+        if path:
+            check_input_file(path, what)
+    check_output_dir(args.out, "--out")
+    if args.resume and args.overwrite:
+        raise CLIError("gpt train: --resume continues the run in --out and --overwrite replaces it; pass one")
+    held = [name for name in RUN_FILES if os.path.exists(os.path.join(args.out, name))]
+    if held and not (args.resume or args.overwrite):
+        raise CLIError(f"gpt train: --out {args.out} already holds a run ({', '.join(held)}); continue it with "
+                       f"--resume, train into a new --out DIR, or replace it with --overwrite")
+
+
+class IterationBar(ProgressBar):
+    """transformer.progress's bar over the run's budget, counting iterations."""
+
+    def step(self, trainer, loss: float, tokens_per_s: float) -> None:
+        bar = self.open(trainer.started)
+        bar.set_description_str(f"iter {trainer.iter}", refresh=False)
+        bar.set_postfix_str(f"loss {loss:.3f}, {tokens_per_s:,.0f} tok/s, lr {trainer.lr:.2e}", refresh=False)
+        bar.update(min(100.0, 100.0 * trainer.budget_spent(time.perf_counter() - trainer.started)) - bar.n)
+        bar.refresh()
+
+
+def cmd_train(args) -> int:
+    from transformer.train import TrainingReport
+
+    from .training import GPTTrainer, Interrupted, resume_config
+    check_run_arguments(args)
+    overrides = config_overrides(args)
+    try:
+        cfg = resume_config(args.out, overrides) if args.resume else GPTTrainConfig(out=args.out, **overrides)
+    except (TypeError, ValueError) as e:
+        raise CLIError(with_flag_names(str(e))) from None
+    trainer = GPTTrainer(cfg, TrainingReport() if args.no_progress else IterationBar())
+    if args.overwrite:
+        for name in RUN_FILES[:2] + RUN_FILES[3:]:  # (the new run has begun its metrics already)
+            if os.path.isfile(os.path.join(cfg.out, name)):
+                os.remove(os.path.join(cfg.out, name))
+    print_training_header(trainer)
+    say_compiling("train")
+    try:
+        summary = trainer.run()
+    except Interrupted as e:
+        print(f"\n{e}", flush=True)
+        return 130
+    plot = draw_loss_plot(trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
+    print_training_summary(trainer, summary, plot)
+    return 0
+
+
+def print_training_header(trainer) -> None:
+    cfg, data, model = trainer.cfg, trainer.data, trainer.model
+    if cfg.resume:
+        print(f"resuming from iter {trainer.iter} of {trainer.checkpoint_path}")
+    print(f"training a GPT on {data.source} ({len(data.text):,} characters): {cfg.tokenizer} tokenizer, "
+          f"{data.tokenizer.vocab_size:,} tokens; train {len(data.ids['train']):,} / val {len(data.ids['val']):,} "
+          f"tokens (val: {data.val_source})")
+    schedule = (f"{cfg.learning_rate:g} -> {cfg.min_lr:g} (warmup {cfg.warmup_iters}, cosine to iter "
+                f"{cfg.lr_decay_iters:,})" if cfg.decay_lr else f"{cfg.learning_rate:g}")
+    print(f"model: n_layer {cfg.n_layer}, n_head {cfg.n_head}, n_embd {cfg.n_embd}, block_size {cfg.block_size}: "
+          f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}")
+    budget = f"{cfg.minutes:g} minutes or " if cfg.minutes is not None else ""
+    print(f"budget: {budget}{cfg.max_iters:,} iterations; evaluating every {cfg.eval_interval} "
+          f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s)", flush=True)
+
+
+def draw_loss_plot(metrics_path: str, out: str) -> str | None:
+    """OUT/loss.png from the metrics; a plot that fails is a warning, never a failed run."""
+    try:
+        from viz.plots import plot_loss_curves
+        plot_loss_curves(metrics_path, out=out, keys=("train_loss", "val_loss"), x_key="iter",
+                         labels={"train_loss": "train loss (estimate, eval mode)", "val_loss": "val loss (estimate)"})
+    except Exception as e:  # noqa: BLE001  (the run's files are saved; the plot is extra)
+        print(f"warning: no loss plot: {one_line(e)}", file=sys.stderr)
+        return None
+    return out
+
+
+def print_training_summary(trainer, summary: dict, plot: str | None) -> None:
+    best = summary["best_val_loss"]
+    print(f"done: {summary['iters']:,} iterations ({summary['seconds']:.0f} s); best val loss {best:.4f} at iter "
+          f"{summary['best_iter']:,}")
+    print(f"  best model: {summary['best']}")
+    print(f"  checkpoint: {summary['checkpoint']} (continue with --resume)")
+    print(f"  metrics:    {summary['metrics']}")
+    if plot:
+        print(f"  loss plot:  {plot}")
+    print(f"the whole val split: python -m transformer gpt eval --checkpoint {summary['best']}", flush=True)
+
+
+# ---------------------------------------------------------------- eval
+def eval_text(args, meta: dict) -> tuple[str, str]:
+    """(the validation text, where it comes from): --val, the last 10% of --data, else of the data the
+    checkpoint recorded (its --val or --data), else of the built-in text."""
+    from .text import builtin_text, split
+    from .training import read_text
+    if args.val:
+        return read_text(args.val, "validation file"), args.val
+    if args.data:
+        return split(read_text(args.data), 0.9)[1], f"the last 10% of {args.data}"
+    trained = meta.get("train_config") or {}
+    for key, what in (("val", "validation file"), ("data", "data file")):
+        path = trained.get(key)
+        if path and not os.path.isfile(path):
+            raise CLIError(f"gpt eval: the checkpoint was trained with {what} {path}, which is not there now; "
+                           "pass --data or --val")
+        if path:
+            text = read_text(path, what)
+            return (text, path) if key == "val" else (split(text, 0.9)[1], f"the last 10% of {path}")
+    return split(builtin_text(), 0.9)[1], "the last 10% of the built-in text"
+
+
+def cmd_eval(args) -> int:
+    from .tokenizers import tokenizer_from_dict
+    from .training import evaluate_split, load_checkpoint
+    path = args.checkpoint or default_checkpoint()
+    check_input_file(path, "checkpoint", " (train one with `python -m transformer gpt train`)")
+    for given, what in ((args.data, "data file"), (args.val, "validation file")):
+        if given:
+            check_input_file(given, what)
+    model, meta = load_checkpoint(path)
+    if "tokenizer" not in meta:
+        raise CLIError(f"gpt eval: {path} holds no tokenizer (it was not written by gpt train)")
+    tokenizer = tokenizer_from_dict(meta["tokenizer"])
+    text, source = eval_text(args, meta)
+    ids = tokenizer.encode(text)
+    if len(ids) < 2:
+        raise CLIError(f"gpt eval: {source} is {len(ids)} token(s); a loss needs at least 2")
+    batch_size = (meta.get("train_config") or {}).get("batch_size") or DEFAULTS["batch_size"]
+    say_compiling("train")
+    loss = evaluate_split(model, ids, model.config.block_size, batch_size)
+    bits_per_char = loss / math.log(2) * len(ids) / len(text)
+    print(f"checkpoint {path}: iter {meta.get('iter', '?')}, {model.num_params() / 1e6:.2f}M parameters, "
+          f"{tokenizer.kind} tokenizer of {tokenizer.vocab_size:,} tokens")
+    print(f"{source}: {len(text):,} characters, {len(ids):,} tokens, each after the first predicted once "
+          f"in windows of {model.config.block_size}")
+    print(f"val loss {loss:.4f}  perplexity {math.exp(loss):.3f}  bits per character {bits_per_char:.4f}")
+    return 0
+
+
+# ---------------------------------------------------------------- main
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(nanogpt_spelling(argv, parser.flags))
+    if not args.debug:  # NumPy's overflow warnings would bury the one-line error that explains them
+        warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                message="(overflow|invalid value|divide by zero|underflow) encountered")
+    try:
+        from tinygrad_lite.memory import keep_freed_memory
+        from tinygrad_lite.threads import default_num_threads, set_num_threads
+        set_num_threads(args.threads or default_num_threads(1))
+        keep_freed_memory()
+        code = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:  # the reader closed the pipe (| head): end quietly, as Unix tools do
+        silence_stdout()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line for the user; --debug for the traceback
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
