@@ -3,9 +3,9 @@ Each maps every element on its own, so its backward multiplies the incoming grad
 derivative at that element."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from .. import kernels as K
 
 
 class UnaryOps:
@@ -60,20 +60,14 @@ class UnaryOps:
         return self._make(np.maximum(x, 0), "relu", (self,), lambda g: (g * (x > 0),))
 
     def gelu(self, approximate: str = "none"):
-        """GELU as in PyTorch: exact x·Φ(x) by default, or the tanh approximation."""
-        x = self.data
-        if approximate == "tanh":
-            c = math.sqrt(2 / math.pi)
-            inner = c * (x + 0.044715 * x ** 3)
-            t = np.tanh(inner)
-            out = 0.5 * x * (1 + t)
-            return self._make(out, "gelu", (self,), lambda g: (
-                g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)),))
-        if approximate != "none":
+        """GELU as in PyTorch: exact x·Φ(x) by default (Φ the standard normal CDF), or GPT-2's tanh
+        approximation ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). The formulas and their derivatives are
+        kernels.gelu's NumPy twins; its Numba kernel does each in one pass."""
+        if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        cdf = (0.5 * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype)
-        pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-        return self._make(x * cdf, "gelu", (self,), lambda g: (g * (cdf + x * pdf),))
+        x = self.data
+        return self._make(K.gelu_forward(x, approximate), "gelu", (self,),
+                          lambda g: (K.gelu_backward(g, x, approximate),))
 
     def clamp(self, min=None, max=None):
         """Returns x limited to [min, max] (either may be None); the gradient is 0 outside, like
@@ -94,8 +88,3 @@ class UnaryOps:
         return self._make(-self.data, "neg", (self,), lambda g: (-g,))
 
     __neg__ = neg
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    from scipy.special import erf  # scipy is a dependency; imported on first use, not with the engine
-    return erf(x)
