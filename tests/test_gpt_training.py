@@ -166,6 +166,25 @@ def test_checkpoints_load_with_their_tokenizer(tmp_path, text_file):
     assert GPT.load(summary["best"])[0].config == best.config  # best.safetensors is a plain GPT checkpoint
 
 
+def test_ctrl_c_stops_after_the_iteration_and_saves_a_checkpoint_that_resumes(tmp_path, text_file):
+    import signal
+
+    from transformer.gpt.training import Interrupted
+    from transformer.train import TrainingReport
+
+    class CtrlCAtIter3(TrainingReport):
+        def step(self, trainer, loss, tokens_per_s):
+            if trainer.iter == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    cfg = toy_config(tmp_path, text_file, max_iters=8)
+    with pytest.raises(Interrupted, match="interrupted at iter 3: checkpoint saved"):
+        GPTTrainer(cfg, CtrlCAtIter3()).run()
+    _, meta = checkpoint.load(os.path.join(cfg.out, "checkpoint.safetensors"))
+    assert meta["metadata"]["iter"] == 3
+    assert GPTTrainer(resume_config(cfg.out)).run()["iters"] == 8
+
+
 def test_a_nan_loss_stops_the_run_naming_the_op(tmp_path, text_file):
     trainer = GPTTrainer(toy_config(tmp_path, text_file))
     trainer.model.token_embedding.weight.data[:] = np.nan
@@ -203,11 +222,14 @@ def test_python_m_transformer_gpt_forwards_to_the_gpt_cli():
     assert run.returncode == 0 and "--lr-decay-iters" in run.stdout
 
 
-def test_train_then_eval_prints_the_val_loss_last(tmp_path, text_file, capsys):
+def test_train_then_eval_prints_the_val_loss_last(tmp_path, text_file, capsys, monkeypatch):
+    from transformer import kernel_cache
+    monkeypatch.setattr(kernel_cache, "compile_notice", lambda command: f"compiling kernels ({command})")
     out = tmp_path / "run"
     assert main(["train", "--data", str(text_file), "--out", str(out), "--max-iters", "4", *TOY_FLAGS]) == 0
-    printed = capsys.readouterr().out
-    assert "best model:" in printed and (out / "loss.png").stat().st_size > 1000
+    printed = capsys.readouterr()
+    assert "best model:" in printed.out and (out / "loss.png").stat().st_size > 1000
+    assert "compiling kernels (gpt train)" in printed.err
     assert main(["eval", "--checkpoint", str(out / "best.safetensors")]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     match = re.match(r"val loss (\d+\.\d+)  perplexity (\d+\.\d+)  bits per character (\d+\.\d+)$", last)

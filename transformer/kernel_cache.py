@@ -22,6 +22,9 @@ COMPILES = {
                 "tinygrad_lite.kernels.adam", "transformer.fast.decoder_kernel"), 70),
     "translate": (("tinygrad_lite.kernels.softmax", "transformer.fast.decoder_kernel"), 35),
     "sample": (("transformer.fast.decoder_kernel",), 20),
+    "gpt train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm",
+                   "tinygrad_lite.kernels.attention_tiles", "tinygrad_lite.kernels.cross_entropy",
+                   "tinygrad_lite.kernels.embedding", "tinygrad_lite.kernels.adam"), 35),
 }
 
 
@@ -60,8 +63,8 @@ def uses_numba() -> bool:
 
 
 def compile_notice(command: str) -> str | None:
-    """'compiling kernels (first run only, about N s)' when `command` ('train', 'translate' or
-    'sample') will compile, else None."""
+    """'compiling kernels (first run only, about N s)' when `command` (a key of COMPILES) will
+    compile, else None."""
     modules, seconds = COMPILES[command]
     if not uses_numba() or all(is_cached(m) for m in modules):
         return None

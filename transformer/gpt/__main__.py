@@ -211,10 +211,11 @@ def cmd_train(args) -> int:
             if os.path.isfile(os.path.join(cfg.out, name)):
                 os.remove(os.path.join(cfg.out, name))
     print_training_header(trainer)
-    say_compiling("train")
+    say_compiling("gpt train")
     try:
         summary = trainer.run()
     except Interrupted as e:
+        draw_loss_plot(trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
         print(f"\n{e}", flush=True)
         return 130
     plot = draw_loss_plot(trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
@@ -233,7 +234,7 @@ def print_training_header(trainer) -> None:
                 f"{cfg.lr_decay_iters:,})" if cfg.decay_lr else f"{cfg.learning_rate:g}")
     print(f"model: n_layer {cfg.n_layer}, n_head {cfg.n_head}, n_embd {cfg.n_embd}, block_size {cfg.block_size}: "
           f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}")
-    budget = f"{cfg.minutes:g} minutes or " if cfg.minutes is not None else ""
+    budget = f"{cfg.minutes:g} min or " if cfg.minutes is not None else ""
     print(f"budget: {budget}{cfg.max_iters:,} iterations; evaluating every {cfg.eval_interval} "
           f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s)", flush=True)
 
@@ -280,8 +281,18 @@ def eval_text(args, meta: dict) -> tuple[str, str]:
                            "pass --data or --val")
         if path:
             text = read_text(path, what)
-            return (text, path) if key == "val" else (split(text, 0.9)[1], f"the last 10% of {path}")
-    return split(builtin_text(), 0.9)[1], "the last 10% of the built-in text"
+            return (text, path) if key == "val" else held_out(text, path, meta)
+    return held_out(builtin_text(), "the built-in text", meta)
+
+
+def held_out(text: str, source: str, meta: dict) -> tuple[str, str]:
+    """The last 10% of the text the checkpoint was trained on, with a warning if that text has changed."""
+    from .text import split
+    from .training import fingerprint
+    if fingerprint(text) != (meta.get("data") or {}).get("sha256", fingerprint(text)):
+        print(f"warning: {source} has changed since the checkpoint was trained on it (its SHA-256 differs): "
+              "its last 10% is not exactly the split that training held out", file=sys.stderr)
+    return split(text, 0.9)[1], f"the last 10% of {source}"
 
 
 def cmd_eval(args) -> int:
@@ -301,7 +312,7 @@ def cmd_eval(args) -> int:
     if len(ids) < 2:
         raise CLIError(f"gpt eval: {source} is {len(ids)} token(s); a loss needs at least 2")
     batch_size = (meta.get("train_config") or {}).get("batch_size") or DEFAULTS["batch_size"]
-    say_compiling("train")
+    say_compiling("gpt train")
     loss = evaluate_split(model, ids, model.config.block_size, batch_size)
     bits_per_char = loss / math.log(2) * len(ids) / len(text)
     print(f"checkpoint {path}: iter {meta.get('iter', '?')}, {model.num_params() / 1e6:.2f}M parameters, "
