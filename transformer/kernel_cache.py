@@ -24,7 +24,7 @@ COMPILES = {
     "sample": (("transformer.fast.decoder_kernel",), 20),
     "gpt train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm",
                    "tinygrad_lite.kernels.attention_tiles", "tinygrad_lite.kernels.cross_entropy",
-                   "tinygrad_lite.kernels.embedding", "tinygrad_lite.kernels.adam"), 35),
+                   "tinygrad_lite.kernels.embedding", "tinygrad_lite.kernels.adam", "tinygrad_lite.kernels.gelu"), 35),
 }
 
 
