@@ -1,18 +1,26 @@
-"""Threads for a Trainer driven from Python: its default against 1 and 2 threads, on an idle
-machine and beside CPU-bound processes that this script starts (and always stops).
+"""Threads for training driven from Python: the library's default against 1 and 2 threads, on an
+idle machine and beside CPU-bound processes that this script starts (and always stops).
 
-    python3 bench/threads.py --busy 1            # the acceptance run: default vs 1 thread, idle and busy
-    python3 bench/threads.py --busy 1 --all      # every case: 2 threads with non-spinning wait policies too
-    python3 bench/threads.py --quick             # seconds, a toy batch (tests/test_threads.py runs it)
+    python3 bench/threads.py --busy 1                # the acceptance run: a notebook's SMALL step
+    python3 bench/threads.py --busy 1 --all          # every case: 2 threads with non-spinning wait policies too
+    python3 bench/threads.py --mode trainer --busy 1 # the toy translator's Trainer instead
+    python3 bench/threads.py --quick                 # seconds, a toy batch (tests/test_threads.py runs it)
+
+Two steps: `notebook` (the default) is train_throughput.py's SMALL step written as a learner would
+in a notebook, with no Trainer: Transformer, F.cross_entropy (label smoothing 0.1), Adam, backward();
+`trainer` builds transformer.train.Trainer on the built-in corpus and times Trainer.train_step.
+A case is a count set first thing (tl.set_num_threads, as a notebook's first cell; the Trainer's
+`threads`) or none ("default": the library chooses where work starts, tinygrad_lite.threads). On
+this script's 2-core machines case "2" is also what the libraries pick by themselves (a thread per
+core), the engine's default before it chose lazily.
 
 Each run of a case is a fresh process, because the wait policies (OMP_WAIT_POLICY, GOMP_SPINCOUNT,
 OPENBLAS_THREAD_TIMEOUT, NUMBA_THREADING_LAYER) are read when the libraries load; the thread
 variables of this shell (OMP_NUM_THREADS, TINYGRAD_LITE_NUM_THREADS, ...) are removed, so
-"default" is what a notebook gets. A run builds transformer.train.Trainer on the built-in corpus,
-takes `--warmup` steps, then times `--steps` training steps (Trainer.train_step) on the same
-batches every time: target tokens per second. Rounds alternate idle / busy, and the cases run
-one after another (in reverse order every other round), so all see the same neighbours; the
-tables give medians. Results: bench/README.md, "Threads".
+"default" is what a notebook gets. A run takes `--warmup` steps, then times `--steps` steps on the
+same batches every time: target tokens per second. Rounds alternate idle / busy, and the cases run
+one after another (in reverse order every other round), so all see the same neighbours; the tables
+give medians, and the ratios are medians of each round's ratio. Results: bench/README.md, "Threads".
 """
 from __future__ import annotations
 
@@ -42,8 +50,44 @@ CLEARED = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
            "OPENBLAS_THREAD_TIMEOUT", "NUMBA_THREADING_LAYER")
 CONFIGS = {"toy": {}, "wide": {"d_model": 256, "d_ff": 1024}, "quick": {"d_model": 32, "d_ff": 64,
                                                                         "max_tokens": 400}}
+NOTEBOOK_CONFIGS = ("tiny", "small", "base-short", "quick")  # train_throughput.py's
+MODES = {"notebook": "small", "trainer": "toy"}               # each step's default config
 # a CPU-bound neighbour that also ends itself if this script (pid in argv) dies without stopping it
 BUSY = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in range(10 ** 6): pass\n"
+
+
+def notebook_child(case: str, config: str, warmup: int, steps: int) -> dict:
+    """One measurement, in this (fresh) process: the step a learner writes, no Trainer."""
+    threads, _ = CASES[case]
+    import tinygrad_lite as tl
+    if threads is not None:
+        tl.set_num_threads(threads)
+    from train_throughput import CONFIGS as SIZES
+    from train_throughput import PAD, QUICK, build_ours, random_batches
+
+    from tinygrad_lite.nn import functional as F
+    from tinygrad_lite.optim import Adam
+    cfg = QUICK if config == "quick" else SIZES[config]
+    model = build_ours(cfg)
+    optimizer = Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    batches = random_batches(cfg, 4)
+
+    def step(batch):
+        logits = model(batch.src, batch.tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),
+                               ignore_index=PAD, label_smoothing=0.1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return batch.target_tokens
+    for i in range(warmup):
+        step(batches[i % len(batches)])
+    tokens, t0 = 0, time.perf_counter()
+    for i in range(steps):
+        tokens += step(batches[i % len(batches)])
+    seconds = time.perf_counter() - t0
+    return {"case": case, "threads": tl.get_num_threads(), "tok_s": tokens / seconds, "seconds": seconds,
+            "steps": steps, **libraries()}
 
 
 def child(case: str, config: str, warmup: int, steps: int) -> dict:
@@ -72,6 +116,7 @@ def libraries() -> dict:
     numba = sys.modules.get("numba")
     if numba is not None:
         info["numba"] = numba.__version__
+        info["numba_threads"] = f"{numba.get_num_threads()} of a pool of {numba.config.NUMBA_NUM_THREADS}"
         try:
             info["numba_layer"] = numba.threading_layer()
         except ValueError:  # no parallel kernel ran yet
@@ -84,8 +129,8 @@ def run_case(case: str, args) -> dict:
     env.update(CASES[case][1])
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--config", args.config,
-           "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--mode", args.mode,
+           "--config", args.config, "--warmup", str(args.warmup), "--steps", str(args.steps)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=args.timeout)
     if done.returncode != 0:
         raise RuntimeError(f"case {case} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
@@ -131,10 +176,12 @@ def measure(args) -> list:
                     row = {**run_case(case, args), "busy": busy, "repeat": repeat, "load1": load}
                     rows.append(row)
                     print(f"  round {repeat + 1}/{args.repeats}  busy {busy}  {case:<15} "
-                          f"{row['tok_s']:8.0f} tok/s  (threads {row['threads']}, load {load:.2f})", flush=True)
+                          f"{row['tok_s']:8.0f} tok/s  {1e3 * row['seconds'] / row['steps']:7.1f} ms/step  "
+                          f"(threads {row['threads']}, numba {row.get('numba_threads')}, load {load:.2f})",
+                          flush=True)
                     if args.json:
                         with open(args.json, "a", encoding="utf-8") as f:
-                            f.write(json.dumps({**row, "config": args.config}) + "\n")
+                            f.write(json.dumps({**row, "mode": args.mode, "config": args.config}) + "\n")
     return rows
 
 
@@ -143,7 +190,8 @@ def report(rows: list, args) -> None:
         return [r["tok_s"] for r in rows if r["case"] == case and r["busy"] == busy]
     busy_levels = sorted({r["busy"] for r in rows})
     head = " | ".join(f"busy {b}: median tok/s (runs)" for b in busy_levels)
-    print(f"\nconfig {args.config}, {args.steps} steps after {args.warmup}, {args.repeats} round(s)\n")
+    print(f"\n{args.mode} step, config {args.config}, {args.steps} steps after {args.warmup}, "
+          f"{args.repeats} round(s)\n")
     print(f"| case | threads | {head} |")
     print("|---|---|" + "---|" * len(busy_levels))
     for case in args.cases:
@@ -159,11 +207,14 @@ def report(rows: list, args) -> None:
                   f"(median of {len(ratios)} round ratios; target >= 0.9 with 1 busy)")
     if "2" in args.cases and "1" in args.cases:
         for b in busy_levels:
-            ratio = statistics.median(runs("2", b)) / statistics.median(runs("1", b))
-            print(f"2 threads / 1 thread, {b} busy process(es): {ratio:.2f}")
-    first = rows[0]
-    print(f"\nlibraries: {'; '.join(first['blas'])}; numba {first.get('numba')} "
-          f"(layer {first.get('numba_layer')}); cpus {os.cpu_count()}")
+            ratios = [d / o for d, o in zip(runs("2", b), runs("1", b))]
+            print(f"2 threads / 1 thread, {b} busy process(es): {statistics.median(ratios):.2f}")
+    for case in args.cases:
+        row = next(r for r in rows if r["case"] == case)
+        print(f"{case}: {'; '.join(row['blas'])}; numba {row.get('numba')} threads {row.get('numba_threads')} "
+              f"(layer {row.get('numba_layer')})")
+    print(f"cpus {os.cpu_count()}, load average during the rounds "
+          f"{min(r['load1'] for r in rows):.2f}-{max(r['load1'] for r in rows):.2f}")
 
 
 def main(argv=None) -> int:
@@ -171,26 +222,32 @@ def main(argv=None) -> int:
     parser.add_argument("--busy", type=int, default=1, help="CPU-bound processes in the busy rounds (0: idle only)")
     parser.add_argument("--cases", help=f"comma list of {list(CASES)} (default: default,1,2; --quick: default,1)")
     parser.add_argument("--all", action="store_true", help="every case")
-    parser.add_argument("--config", default="toy", choices=list(CONFIGS),
-                        help="toy: TrainConfig's defaults; wide: d_model 256, d_ff 1024")
+    parser.add_argument("--mode", default="notebook", choices=list(MODES),
+                        help="notebook: the SMALL step written by hand; trainer: the toy translator's Trainer")
+    parser.add_argument("--config", help=f"notebook: one of {NOTEBOOK_CONFIGS} (default small); trainer: "
+                                         f"toy (TrainConfig's defaults) or wide (d_model 256, d_ff 1024)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--quick", action="store_true", help="toy sizes, 1 round, 2 steps: checks that it runs")
     parser.add_argument("--json", help="append one JSON line per run to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.config, args.warmup, args.steps)))
+        run = notebook_child if args.mode == "notebook" else child
+        print(json.dumps(run(args.child, args.config, args.warmup, args.steps)))
         return 0
+    args.config = "quick" if args.quick else args.config or MODES[args.mode]
+    if args.config not in (NOTEBOOK_CONFIGS if args.mode == "notebook" else CONFIGS):
+        parser.error(f"--config {args.config} is not a config of the {args.mode} step")
     spec = args.cases or ("default,1" if args.quick else "default,1,2")
     args.cases = list(CASES) if args.all else [c.strip() for c in spec.split(",") if c.strip()]
     unknown = [c for c in args.cases if c not in CASES]
     if unknown or args.busy < 0 or args.repeats < 1 or args.steps < 1 or args.warmup < 0:
         parser.error(f"unknown case(s) {unknown}" if unknown else "--busy, --warmup >= 0; --repeats, --steps >= 1")
     if args.quick:
-        args.config, args.repeats, args.warmup, args.steps = "quick", 1, 1, 2
+        args.repeats, args.warmup, args.steps = 1, 1, 2
     # so Busy's __exit__ stops the neighbours; Ctrl-C too when started from a shell that ignores SIGINT (`&`)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)
