@@ -13,6 +13,7 @@ trained or loaded, so importing transformer.gpt stays cheap.
 from __future__ import annotations
 
 import codecs
+import json
 from functools import cache
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from tinygrad_lite.checks import int_at_least, is_int, one_of
 
 TOKENIZERS = ("char", "bpe")
-BYTES = 256  # a byte-level BPE's first 256 tokens are the byte values; merges come after
+BYTES = 256  # a byte-level BPE starts from one token per byte value; each merge adds one
 INSTALL_HINT = "pip install 'tokenizers>=0.15' (HuggingFace's tokenizers, a dependency of tinygrad-lite)"
 
 
@@ -173,7 +174,8 @@ class SubwordTokenizer:
 
     @classmethod
     def train(cls, text: str, vocab_size: int = 1024) -> SubwordTokenizer:
-        """Learn vocab_size - 256 merges from `text` (vocab_size >= 256: the bytes come first)."""
+        """Learn vocab_size - 256 merges from `text` (vocab_size >= 256: the bytes come first); fewer
+        if the text runs out of pairs to merge."""
         _require_text("SubwordTokenizer.train", text)
         vocab_size = int_at_least("SubwordTokenizer.train", "vocab_size", vocab_size, BYTES)
         lib = _tokenizers_library()
@@ -182,7 +184,6 @@ class SubwordTokenizer:
         tok = lib.Tokenizer(lib.models.BPE())
         tok.pre_tokenizer = lib.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         tok.train_from_iterator(text.splitlines(keepends=True) or [""], trainer)
-        import json
         model = json.loads(tok.to_str())["model"]
         return cls(model["vocab"], [m.split(" ", 1) if isinstance(m, str) else m for m in model["merges"]])
 
@@ -194,7 +195,16 @@ class SubwordTokenizer:
     def encode(self, text: str) -> np.ndarray:
         """The token ids of `text` (int64); any text encodes."""
         _require_text("SubwordTokenizer.encode", text)
-        return np.asarray(self._backend.encode(text).ids, dtype=np.int64)
+        try:
+            return np.asarray(self._backend.encode(text).ids, dtype=np.int64)
+        except TypeError:
+            surrogates = [(i, c) for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"]
+            if not surrogates:
+                raise
+            position, char = surrogates[0]
+            raise ValueError(f"SubwordTokenizer.encode: the text holds {len(surrogates)} lone surrogate(s), the "
+                             f"first U+{ord(char):04X} at position {position}: not characters, they have no UTF-8 "
+                             "bytes (read the file with errors='replace' rather than 'surrogateescape')") from None
 
     def decode(self, ids) -> str:
         """The text of token ids: their bytes joined, read as UTF-8 (an invalid sequence, which a
@@ -242,7 +252,6 @@ def _backend(vocab: dict[str, int], merges: list[tuple[str, str]]):
     lib = _tokenizers_library()
     tok = lib.Tokenizer(lib.models.BPE(vocab, merges))
     tok.pre_tokenizer = lib.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = lib.decoders.ByteLevel()
     return tok
 
 
