@@ -109,33 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     mlp.add_argument("--act", default="tanh", choices=ACTIVATIONS)
     mlp.add_argument("--depth", type=_depth, default=None, help="collapse modules at this depth")
 
-    tf = graph_command("transformer", "one training step of a small Transformer, modules as boxes", "TB")
-    tf.add_argument("--depth", type=_depth, default=2,
-                    help="collapse depth: 1 = embeddings/encoder/decoder, 2 = layers (default), "
-                         "3 = attention/Add & Norm/FFN, none = every op")
-    tf.add_argument("--expand", action="append", default=[], metavar="PATH",
-                    help="open this module whatever the depth, e.g. encoder.layers.0 (repeatable)")
-    tf.add_argument("--d-model", type=_positive, default=32)
-    tf.add_argument("--layers", type=_positive, default=2, help="N, the number of encoder and decoder layers")
-    tf.add_argument("--heads", type=_positive, default=4, help="h, the number of attention heads")
-    tf.add_argument("--d-ff", type=_positive, default=None, help="feed-forward width (default 4 * d_model)")
-    tf.add_argument("--vocab", type=_positive, default=20)
-    tf.add_argument("--src-len", type=_positive, default=6)
-    tf.add_argument("--tgt-len", type=_positive, default=5)
-    tf.add_argument("--batch", type=_positive, default=2)
-
-    gpt = graph_command("gpt", "one training step of a small GPT (transformer.gpt), modules as boxes", "TB")
-    gpt.add_argument("--depth", type=_depth, default=2,
-                     help="collapse depth: 1 = embeddings/blocks/norm, 2 = each block (default), "
-                          "3 = attention/Add & Norm/FFN, none = every op")
-    gpt.add_argument("--expand", action="append", default=[], metavar="PATH",
-                     help="open this module whatever the depth, e.g. blocks.0 (repeatable)")
-    gpt.add_argument("--d-model", type=_positive, default=32, help="n_embd")
-    gpt.add_argument("--layers", type=_positive, default=2, help="N (n_layer), the number of blocks")
-    gpt.add_argument("--heads", type=_positive, default=4, help="h (n_head), the number of attention heads")
-    gpt.add_argument("--vocab", type=_positive, default=20)
-    gpt.add_argument("--length", type=_positive, default=6, help="T, tokens per sequence (block_size)")
-    gpt.add_argument("--batch", type=_positive, default=2)
+    add_transformer_parser(graph_command)
+    add_gpt_parser(graph_command)
 
     attn = commands.add_parser("attention", help="attention heatmaps of a trained translator or GPT",
                                description="attention heatmaps (layers x heads) of a translator or GPT checkpoint")
@@ -152,6 +127,40 @@ def build_parser() -> argparse.ArgumentParser:
     explorer_cli.add_parser(commands, depth=_depth, positive=_positive, sizes=_sizes, activations=ACTIVATIONS)
     watch_cli.add_parser(commands)
     return parser
+
+
+def add_transformer_parser(graph_command) -> None:
+    """`viz transformer`: the flags of a small Transformer's training step."""
+    tf = graph_command("transformer", "one training step of a small Transformer, modules as boxes", "TB")
+    tf.add_argument("--depth", type=_depth, default=2,
+                    help="collapse depth: 1 = embeddings/encoder/decoder, 2 = layers (default), "
+                         "3 = attention/Add & Norm/FFN, none = every op")
+    tf.add_argument("--expand", action="append", default=[], metavar="PATH",
+                    help="open this module whatever the depth, e.g. encoder.layers.0 (repeatable)")
+    tf.add_argument("--d-model", type=_positive, default=32)
+    tf.add_argument("--layers", type=_positive, default=2, help="N, the number of encoder and decoder layers")
+    tf.add_argument("--heads", type=_positive, default=4, help="h, the number of attention heads")
+    tf.add_argument("--d-ff", type=_positive, default=None, help="feed-forward width (default 4 * d_model)")
+    tf.add_argument("--vocab", type=_positive, default=20)
+    tf.add_argument("--src-len", type=_positive, default=6)
+    tf.add_argument("--tgt-len", type=_positive, default=5)
+    tf.add_argument("--batch", type=_positive, default=2)
+
+
+def add_gpt_parser(graph_command) -> None:
+    """`viz gpt`: the flags of a small GPT's training step."""
+    gpt = graph_command("gpt", "one training step of a small GPT (transformer.gpt), modules as boxes", "TB")
+    gpt.add_argument("--depth", type=_depth, default=2,
+                     help="collapse depth: 1 = embeddings/blocks/norm, 2 = each block (default), "
+                          "3 = attention/Add & Norm/FFN, none = every op")
+    gpt.add_argument("--expand", action="append", default=[], metavar="PATH",
+                     help="open this module whatever the depth, e.g. blocks.0 (repeatable)")
+    gpt.add_argument("--d-model", type=_positive, default=32, help="n_embd")
+    gpt.add_argument("--layers", type=_positive, default=2, help="N (n_layer), the number of blocks")
+    gpt.add_argument("--heads", type=_positive, default=4, help="h (n_head), the number of attention heads")
+    gpt.add_argument("--vocab", type=_positive, default=20)
+    gpt.add_argument("--length", type=_positive, default=6, help="T, tokens per sequence (block_size)")
+    gpt.add_argument("--batch", type=_positive, default=2)
 
 
 # ---------------------------------------------------------------- the subcommands
