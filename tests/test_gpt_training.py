@@ -68,6 +68,18 @@ def test_get_lr_is_nanogpts_warmup_then_cosine():
     assert {get_lr(it, flat) for it in (0, 500, 5000)} == {1e-3}
 
 
+
+def test_without_lr_decay_iters_the_cosine_ends_with_the_run():
+    untimed = GPTTrainConfig(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, max_iters=110)
+    assert get_lr(60, untimed) == pytest.approx((1e-3 + 1e-4) / 2) and get_lr(110, untimed) == 1e-4
+    timed = GPTTrainConfig(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, minutes=10)
+    assert get_lr(5, timed, progress=0.5) == get_lr(5, untimed)                  # warmup by iterations
+    assert get_lr(500, timed, progress=0.0) == pytest.approx(1e-3)
+    assert get_lr(500, timed, progress=0.5) == pytest.approx((1e-3 + 1e-4) / 2)
+    assert get_lr(500, timed, progress=1.0) == get_lr(500, timed, progress=1.7) == pytest.approx(1e-4)
+    fixed = GPTTrainConfig(learning_rate=1e-3, min_lr=1e-4, warmup_iters=10, lr_decay_iters=20, minutes=10)
+    assert get_lr(30, fixed, progress=0.1) == 1e-4                              # nanoGPT's, when given
+
 def test_split_is_the_first_90_percent_of_the_characters_and_the_vocabulary_all_of_them(tmp_path):
     path = tmp_path / "t.txt"
     path.write_text("ab" * 450 + "Z" * 100, encoding="utf-8")  # "Z" only in the last 10%

@@ -114,6 +114,7 @@ def add_optimisation_flags(t) -> None:
                 action=argparse.BooleanOptionalAction, group=o)
     config_flag(t, "warmup_iters", "iterations of linear warmup", type=non_negative_int, group=o)
     config_flag(t, "lr_decay_iters", "the cosine reaches --min-lr here (nanoGPT: about --max-iters)",
+                shown="the run's end: when the --minutes budget is spent, or at --max-iters if untimed",
                 type=positive_int, group=o)
     config_flag(t, "min_lr", "the learning rate after the decay", type=non_negative_float, group=o)
     config_flag(t, "weight_decay", "AdamW's decoupled weight decay, on the matrices", type=non_negative_float,
@@ -230,8 +231,10 @@ def print_training_header(trainer) -> None:
     print(f"training a GPT on {data.source} ({len(data.text):,} characters): {cfg.tokenizer} tokenizer, "
           f"{data.tokenizer.vocab_size:,} tokens; train {len(data.ids['train']):,} / val {len(data.ids['val']):,} "
           f"tokens (val: {data.val_source})")
-    schedule = (f"{cfg.learning_rate:g} -> {cfg.min_lr:g} (warmup {cfg.warmup_iters}, cosine to iter "
-                f"{cfg.lr_decay_iters:,})" if cfg.decay_lr else f"{cfg.learning_rate:g}")
+    end = (f"iter {cfg.lr_decay_iters:,}" if cfg.lr_decay_iters is not None else
+           "the end of the time budget" if cfg.minutes is not None else f"iter {cfg.max_iters:,}")
+    schedule = (f"{cfg.learning_rate:g} -> {cfg.min_lr:g} (warmup {cfg.warmup_iters}, cosine to {end})"
+                if cfg.decay_lr else f"{cfg.learning_rate:g}")
     print(f"model: n_layer {cfg.n_layer}, n_head {cfg.n_head}, n_embd {cfg.n_embd}, block_size {cfg.block_size}: "
           f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}")
     budget = f"{cfg.minutes:g} min or " if cfg.minutes is not None else ""

@@ -76,7 +76,7 @@ class GPTTrainConfig:
     learning_rate: float = 1e-3
     decay_lr: bool = True
     warmup_iters: int = 100
-    lr_decay_iters: int = 2000       # nanoGPT: ~= max_iters; after it the lr stays at min_lr
+    lr_decay_iters: int | None = None  # the cosine ends here; None: with the run (the --minutes budget, else max_iters)
     min_lr: float = 1e-4
     weight_decay: float = 0.1
     beta1: float = 0.9
@@ -87,8 +87,10 @@ class GPTTrainConfig:
 
     def __post_init__(self):
         op = "GPTTrainConfig"
-        for name in ("batch_size", "max_iters", "lr_decay_iters", "eval_interval", "eval_iters"):
+        for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
             setattr(self, name, positive_int(op, name, getattr(self, name)))
+        if self.lr_decay_iters is not None:
+            self.lr_decay_iters = positive_int(op, "lr_decay_iters", self.lr_decay_iters)
         self.seed = int_at_least(op, "seed", self.seed, 0)
         self.warmup_iters = int_at_least(op, "warmup_iters", self.warmup_iters, 0)
         self.threads = None if self.threads is None else positive_int(op, "threads", self.threads)
@@ -105,7 +107,7 @@ class GPTTrainConfig:
                 raise ValueError(f"{op}: vocab_size is the bpe tokenizer's; a char tokenizer's vocabulary is the "
                                  f"text's characters (got vocab_size={self.vocab_size!r})")
             self.vocab_size = int_at_least(op, "vocab_size", self.vocab_size, 256)
-        if self.decay_lr and self.lr_decay_iters <= self.warmup_iters:
+        if self.decay_lr and self.lr_decay_iters is not None and self.lr_decay_iters <= self.warmup_iters:
             raise ValueError(f"{op}: lr_decay_iters ({self.lr_decay_iters}) must exceed warmup_iters "
                              f"({self.warmup_iters}): the cosine decays from one to the other")
         self.model_config(vocab_size=1)  # the model's fields, checked by GPTConfig
@@ -124,15 +126,21 @@ RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "n_layer", "n_
 PER_INVOCATION = ("out", "resume", "minutes", "threads")  # never taken from the checkpoint
 
 
-def get_lr(it: int, cfg: GPTTrainConfig) -> float:
-    """nanoGPT's schedule: the learning rate of iteration `it` (counted from 0)."""
+def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float:
+    """nanoGPT's schedule: the learning rate of iteration `it` (counted from 0). Without lr_decay_iters
+    the cosine ends with the run: at max_iters, or, for a timed run, when the budget is spent
+    (`progress`, the share of the --minutes budget used), so a 10-minute run anneals in its 10 minutes."""
     if not cfg.decay_lr:
         return cfg.learning_rate
     if it < cfg.warmup_iters:                                      # 1) linear warmup
         return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
-    if it > cfg.lr_decay_iters:                                    # 2) after the decay: min_lr
+    if cfg.lr_decay_iters is None and progress is not None:
+        decay_ratio = min(max(progress, 0.0), 1.0)                 # 3') the cosine over the time budget
+        return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) * (cfg.learning_rate - cfg.min_lr)
+    end = cfg.max_iters if cfg.lr_decay_iters is None else cfg.lr_decay_iters
+    if it > end:                                                   # 2) after the decay: min_lr
         return cfg.min_lr
-    decay_ratio = (it - cfg.warmup_iters) / (cfg.lr_decay_iters - cfg.warmup_iters)
+    decay_ratio = (it - cfg.warmup_iters) / max(end - cfg.warmup_iters, 1)
     coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))         # 3) cosine from 1 down to 0
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
 
@@ -438,7 +446,8 @@ class GPTTrainer:
     def train_step(self) -> float:
         """One iteration: lr(iter), a batch, loss, backward, clip, AdamW. Returns the batch's loss."""
         cfg = self.cfg
-        self.lr = get_lr(self.iter, cfg)
+        timed = cfg.minutes is not None and cfg.lr_decay_iters is None
+        self.lr = get_lr(self.iter, cfg, self.budget_spent(time.perf_counter() - self.started) if timed else None)
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr
         x, y = get_batch(self.data.ids["train"], cfg.block_size, cfg.batch_size, self.batch_rng)
