@@ -10,4 +10,6 @@ NumPy's sgemm that they choose by row count).
     decoder_weights.py  the model's parameters as the kernels read them: stacked, laid out; supports()
     numpy_sgemm.py      NumPy's own float32 GEMM, called from the kernels
     decode_memory.py    memory kept between decodes
+    gpt_kernel.py       the GPT's cached forward as one Numba call, for transformer.gpt.sampling
+                        (its own switch, `TRICKS.gpt_kernel`)
 """

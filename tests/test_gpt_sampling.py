@@ -1,0 +1,215 @@
+"""transformer.gpt.sampling: the next token's distribution against hand-computed ones and many draws;
+greedy, seeds, the cached path against its full-forward oracle (past block_size too), the gpt_kernel
+trick against the plain path, the streaming decoders, and `gpt sample` on a tiny checkpoint."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import tinygrad_lite as tl
+from tinygrad_lite import fast, kernels
+from transformer.gpt import GPT, GPTConfig
+from transformer.gpt.sampling import Context, draw, generate, next_token_probs
+from transformer.gpt.tokenizers import CharTokenizer, SubwordTokenizer
+
+P = np.array([0.15, 0.5, 0.05, 0.2, 0.1])  # ranked: 1 (0.5), 3 (0.2), 0 (0.15), 4 (0.1), 2 (0.05)
+LOGITS = np.log(P) + 3.0                   # softmax(LOGITS) = P
+
+
+def tiny_gpt(block_size=8, dtype=np.float32, seed=0, **options) -> GPT:
+    """A small GPT whose weights are scaled up, so its next-token distributions are far from uniform."""
+    tl.manual_seed(seed)
+    model = GPT(GPTConfig(vocab_size=11, block_size=block_size, n_layer=2, n_head=2, n_embd=16, **options), dtype)
+    rng = np.random.default_rng(seed)
+    for p in model.parameters():
+        p.data[...] += (0.3 * rng.standard_normal(p.shape)).astype(dtype)
+    return model
+
+
+# ---------------------------------------------------------------- the distribution
+@pytest.mark.parametrize("kwargs, expected", [
+    ({}, P),
+    ({"top_k": 2}, [0, 0.5 / 0.7, 0, 0.2 / 0.7, 0]),
+    ({"top_k": 99}, P),                                           # more than the vocabulary: no cut
+    ({"top_p": 0.8}, [0.15 / 0.85, 0.5 / 0.85, 0, 0.2 / 0.85, 0]),  # 0.5, 0.7 < 0.8, 0.85 reaches it
+    ({"top_p": 0.4}, [0, 1, 0, 0, 0]),                            # the first token alone reaches it
+    ({"top_p": 1.0}, P),
+    ({"top_k": 3, "top_p": 0.75}, [0, 0.5 / 0.7, 0, 0.2 / 0.7, 0]),  # within the top 3: 0.59, 0.82 >= 0.75
+    ({"temperature": 2.0}, np.sqrt(P) / np.sqrt(P).sum()),        # p^(1/T), renormalised
+    ({"temperature": 0.5}, P ** 2 / (P ** 2).sum()),
+    ({"temperature": 0}, [0, 1, 0, 0, 0]),                        # greedy
+    ({"temperature": 0, "top_k": 1, "top_p": 0.1}, [0, 1, 0, 0, 0]),
+])
+def test_next_token_probs_equal_the_hand_computed_distribution(kwargs, expected):
+    np.testing.assert_allclose(next_token_probs(LOGITS, **kwargs), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_next_token_probs_work_on_the_last_axis_and_break_ties_by_id():
+    rows = np.stack([LOGITS, LOGITS[::-1]])
+    np.testing.assert_allclose(next_token_probs(rows, top_k=2)[1], [0, 0.2 / 0.7, 0, 0.5 / 0.7, 0])
+    tied = np.array([1.0, 3.0, 3.0, 0.0])
+    np.testing.assert_array_equal(next_token_probs(tied, temperature=0), [0, 1, 0, 0])
+    assert next_token_probs(tied, top_k=1)[1] == 1
+    assert next_token_probs(np.array([-1e30, 1e30]), temperature=1e-9)[1] == 1  # no overflow
+
+
+@pytest.mark.parametrize("kwargs, allowed", [({"top_k": 3}, [1, 3, 0]), ({"top_p": 0.8}, [1, 3, 0]),
+                                             ({"top_k": 2, "temperature": 1.5}, [1, 3])])
+def test_many_draws_hit_only_the_allowed_tokens_at_their_probabilities(kwargs, allowed):
+    probs = next_token_probs(LOGITS, **kwargs)
+    rng = np.random.default_rng(0)
+    n = 20_000
+    counts = np.bincount([draw(probs, rng) for _ in range(n)], minlength=len(P))
+    assert set(np.flatnonzero(counts)) == set(allowed)
+    sigma = np.sqrt(n * probs * (1 - probs))
+    assert (np.abs(counts - n * probs) <= 6 * sigma + 1).all(), (counts, n * probs)
+
+
+def test_a_token_of_probability_zero_is_never_drawn():
+    rng = np.random.default_rng(1)
+    probs = np.array([0.0, 0.5, 0.0, 0.5, 0.0])
+    assert {draw(probs, rng) for _ in range(2_000)} == {1, 3}
+    assert draw(np.array([0, 0, 1.0, 0]), rng) == 2
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"temperature": -0.1}, "temperature must be finite and >= 0"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"top_k": 0}, "top_k must be a positive int, got 0"),
+    ({"top_k": 2.5}, "top_k must be a positive int"),
+    ({"top_p": 1.5}, "top_p must be finite and in (0, 1]"),
+    ({"top_p": 0}, "top_p must be finite and in (0, 1]"),
+])
+def test_bad_sampling_arguments_are_named(kwargs, words):
+    with pytest.raises(ValueError, match="next_token_probs: ") as info:
+        next_token_probs(LOGITS, **kwargs)
+    assert words in str(info.value)
+    with pytest.raises(ValueError, match="generate: "):
+        generate(tiny_gpt(), [1, 2], 5, **kwargs)  # checked when called, before the first token
+
+
+def test_bad_prompts_and_lengths_are_named():
+    model = tiny_gpt()
+    for ids, words in (([], "T >= 1"), ([[1, 2], [3, 4]], "shape"), ([1, 11], "token id 11 is outside"),
+                       ([-1], "token id -1")):
+        with pytest.raises(ValueError, match=words):
+            generate(model, ids, 3)
+    with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
+        generate(model, [1], -1)
+    with pytest.raises(ValueError, match="NaN"):
+        next_token_probs(np.array([0.0, np.nan]))
+    assert list(generate(model, [1], 0)) == []
+
+
+# ---------------------------------------------------------------- generate
+def oracle_logits(model, prompt, tokens):
+    """The logits before each of `tokens`, by the full forward of the window (the oracle)."""
+    context = Context(model, prompt, use_cache=False)
+    out = []
+    for token in tokens:
+        out.append(context.logits())
+        context.append(token)
+    return out
+
+
+def test_greedy_is_the_argmax_of_the_full_forward_whatever_the_seed():
+    model = tiny_gpt()
+    tokens = list(generate(model, [3, 1, 4], 30, temperature=0, seed=1))
+    assert tokens == list(generate(model, [3, 1, 4], 30, temperature=0, seed=2))
+    assert tokens == [int(np.argmax(z)) for z in oracle_logits(model, [3, 1, 4], tokens)]
+
+
+def test_top_k_and_top_p_samples_stay_in_their_sets_at_every_step():
+    model = tiny_gpt()
+    for kwargs in ({"top_k": 2}, {"top_p": 0.6}, {"top_k": 3, "top_p": 0.5}):
+        tokens = list(generate(model, [3, 1, 4], 40, seed=5, **kwargs))
+        for token, logits in zip(tokens, oracle_logits(model, [3, 1, 4], tokens)):
+            assert next_token_probs(logits, **kwargs)[token] > 0
+
+
+def test_a_seed_reproduces_a_sample_and_other_seeds_differ():
+    model = tiny_gpt()
+    first = list(generate(model, [2], 40, temperature=1.5, seed=7))
+    assert first == list(generate(model, [2], 40, temperature=1.5, seed=7))
+    assert first != list(generate(model, [2], 40, temperature=1.5, seed=8))
+
+
+def test_generate_streams_and_gives_the_model_its_mode_back():
+    model = tiny_gpt().train()
+    stream = generate(model, [1, 2], 5, seed=0)
+    assert model.training                      # nothing runs before the first token is asked for
+    next(stream)
+    assert not model.training                  # eval mode while the iterator runs
+    assert tl.is_grad_enabled()                # no_grad stays inside each step, never leaks to the caller
+    stream.close()
+    assert model.training
+
+
+@contextlib.contextmanager
+def kernel_switched(on: bool):
+    """The gpt_kernel trick on (on the Numba backend) or off."""
+    if not on:
+        with fast.tricks_off("gpt_kernel"):
+            yield
+        return
+    with kernels.use_backend("numba"), fast.tricks_on("gpt_kernel"):
+        yield
+
+
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain", "gpt_kernel"])
+@pytest.mark.parametrize("prompt", [[3, 1, 4], list(range(11)) + [5, 5]], ids=["short", "longer-than-block"])
+def test_cached_sampling_equals_the_full_recomputation_past_block_size(kernel, prompt):
+    """The same tokens for the same seed (the window restarts four times), logits within 1e-5."""
+    model = tiny_gpt(block_size=8)
+    with kernel_switched(kernel):
+        cached = list(generate(model, prompt, 40, temperature=1.2, top_k=6, seed=3))
+        context = Context(model, prompt)
+        assert (context.kernel is not None) == kernel
+        logits = []
+        for token in cached:
+            logits.append(context.logits())
+            context.append(token)
+    assert cached == list(generate(model, prompt, 40, temperature=1.2, top_k=6, seed=3, use_cache=False))
+    full = oracle_logits(model, prompt, cached)
+    assert max(np.abs(a - b).max() for a, b in zip(logits, full)) < 1e-5
+
+
+@pytest.mark.parametrize("options, dtype", [
+    ({}, np.float32),                                                            # nanoGPT's: pre-LN, gelu_tanh
+    ({"bias": True, "norm_first": False, "activation": "gelu", "positions": "sinusoidal"}, np.float32),
+    ({"bias": True, "activation": "relu"}, np.float64),
+])
+def test_the_gpt_kernel_equals_the_plain_cached_path(options, dtype):
+    model = tiny_gpt(block_size=6, dtype=dtype, **options)
+    prompt, tokens = [1, 2, 3, 4], list(np.random.default_rng(0).integers(0, 11, 20))
+    runs = []
+    for on in (True, False):
+        with kernel_switched(on):
+            context = Context(model, prompt)
+            assert (context.kernel is not None) == on
+            out = []
+            for token in tokens:
+                out.append(context.logits())
+                context.append(token)
+            runs.append(np.stack(out))
+    np.testing.assert_allclose(runs[0], runs[1], atol=1e-5 if dtype == np.float32 else 1e-12, rtol=0)
+
+
+# ---------------------------------------------------------------- streaming text
+def test_streaming_decoders_give_decode_of_all_ids():
+    text = "ROMEO: 你好, wörld — ok\n"
+    ids = list(generate(tiny_gpt(), [1], 50, seed=4))           # any ids of the 11 characters
+    char = CharTokenizer(sorted(set(text))[:11])
+    decoder = char.decoder()
+    assert "".join(decoder.push(i) for i in ids) + decoder.flush() == char.decode(ids)
+    try:
+        bpe = SubwordTokenizer.train(text * 20, 280)
+    except ImportError:
+        pytest.skip("HuggingFace tokenizers is not installed")
+    ids = bpe.encode(text * 2)
+    decoder = bpe.decoder()
+    pieces = [decoder.push(i) for i in ids]
+    assert "".join(pieces) + decoder.flush() == bpe.decode(ids) == text * 2
+    assert all("\ufffd" not in piece for piece in pieces)      # never half a character
