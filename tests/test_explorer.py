@@ -13,7 +13,7 @@ import pytest
 
 from tinygrad_lite.autograd import toposort
 from viz import explore
-from viz.__main__ import build_parser, mlp_step, transformer_step, xor_step
+from viz.__main__ import build_parser, gpt_step, mlp_step, transformer_step, xor_step
 from viz.explorer.page import embedded_data
 from viz.explorer.rules import is_known, local_rule
 from viz.explorer.trace import NOTE_NO_RETAINED
@@ -34,7 +34,7 @@ def run_viz(*args):
 def step(*argv):
     """The CLI's own step for `explore ARGV` (same defaults), run in this process."""
     args = build_parser().parse_args(["explore", *argv, "--out", "unused.html"])
-    return {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step}[args.model](args)
+    return {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step, "gpt": gpt_step}[args.model](args)
 
 
 def engine_order(loss) -> list:
@@ -162,7 +162,7 @@ def recorded_ops(loss) -> set:
     return ops - {""}
 
 
-@pytest.mark.parametrize("model", ["xor", "mlp", "transformer"])
+@pytest.mark.parametrize("model", ["xor", "mlp", "transformer", "gpt"])
 def test_every_op_of_a_step_has_its_local_rule(model):
     ops = recorded_ops(step(model)[0])
     assert len(ops) >= 3
@@ -222,3 +222,28 @@ def test_checkpoint_explores_a_training_step_of_the_translator(tmp_path, checkpo
     assert "encoder.layers.0.self_attn.w_q.weight" in labels
     assert data["nodes"][data["steps"][0]]["op"] == "cross_entropy"
     assert all(is_known(n["op"]) for n in data["nodes"])
+
+
+def test_checkpoint_explores_a_training_step_of_a_gpt_on_its_own_text(tmp_path):
+    """A GPT checkpoint (the shape `gpt train` writes: the tokenizer and the run's data in its
+    metadata): one step on a window of that text, the loss named by the window."""
+    from tinygrad_lite import manual_seed
+    from transformer.gpt import GPT, GPTConfig
+    from transformer.gpt.tokenizers import CharTokenizer
+
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 20
+    (tmp_path / "input.txt").write_text(text, encoding="utf-8")
+    tokenizer = CharTokenizer.train(text)
+    manual_seed(0)
+    GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=8, n_layer=1, n_head=2, n_embd=16)).save(
+        tmp_path / "gpt.safetensors", {"tokenizer": tokenizer.to_dict(),
+                                        "train_config": {"data": str(tmp_path / "input.txt")}})
+    out = tmp_path / "g.html"
+    done = run_viz("explore", "--checkpoint", tmp_path / "gpt.safetensors", "--out", out)
+    assert done.returncode == 0, done.stderr
+    data = embedded_data(out.read_text(encoding="utf-8"))
+    labels = {n["label"] for n in data["nodes"]}
+    assert "blocks.0.self_attn.w_q.weight" in labels and "token_embedding.weight" in labels
+    assert data["nodes"][data["steps"][0]]["op"] == "cross_entropy"
+    assert all(is_known(n["op"]) for n in data["nodes"])
+    assert any(n["label"].startswith("loss on ") and set(n["label"][9:17]) <= set(text) for n in data["nodes"])

@@ -314,6 +314,32 @@ def translator_step(args) -> tuple:
     return loss, translator.model
 
 
+def gpt_checkpoint_step(model, metadata: dict, args) -> tuple:
+    """One training step of a trained GPT on a window of the text it learned (the file it was trained
+    on if it is still there, else the built-in text): block_size tokens from a position the seed picks."""
+    from pathlib import Path as _Path
+
+    import numpy as np
+
+    from tinygrad_lite import fast, manual_seed, retain_grads
+    from transformer.gpt.text import builtin_text
+    from transformer.gpt.tokenizers import tokenizer_from_dict
+
+    tokenizer = tokenizer_from_dict(metadata["tokenizer"])
+    source = ((metadata.get("train_config") or {}).get("data")) or None
+    text = _Path(source).read_text(encoding="utf-8") if source and _Path(source).is_file() else builtin_text()
+    T = model.config.block_size
+    start = np.random.default_rng(args.seed).integers(0, max(len(text) - 4 * T, 1))
+    ids = tokenizer.encode(text[start:start + 4 * T])[:T + 1][None, :]
+    manual_seed(args.seed)
+    model.train()
+    with _kernel_backend(), fast.plain(), retain_grads():
+        loss = model.loss(ids[:, :-1], ids[:, 1:])
+        loss.backward(retain_graph=True)
+    loss.name = f"loss on {tokenizer.decode(ids[0, :24].tolist())!r}…"
+    return loss, model
+
+
 def run_xor(args) -> list:
     from viz import draw_graph
 
@@ -347,13 +373,17 @@ def run_gpt(args) -> list:
     return _render(graph, args.out)
 
 
-STEPS = {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step}
+STEPS = {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step, "gpt": gpt_step}
 
 
 def run_explore(args) -> list:
     """The backward stepper's page (viz/explorer) for one step: a toy model's or a translator's."""
     explorer_cli.check(args)
-    loss, model = translator_step(args) if args.checkpoint else STEPS[args.model](args)
+    if args.checkpoint:
+        gpt = _gpt_checkpoint(args.checkpoint, with_metadata=True)
+        loss, model = gpt_checkpoint_step(*gpt, args) if gpt else translator_step(args)
+    else:
+        loss, model = STEPS[args.model](args)
     return [explorer_cli.write(loss, model, args)]
 
 
@@ -404,8 +434,8 @@ def run_attention(args) -> list:
     return [write_attention(translator, args.sentence, args.out, kinds)]
 
 
-def _gpt_checkpoint(path) -> tuple | None:
-    """(model, tokenizer) if `path` is a GPT checkpoint (transformer.gpt), else None."""
+def _gpt_checkpoint(path, with_metadata: bool = False) -> tuple | None:
+    """(model, tokenizer), or (model, metadata), if `path` is a GPT checkpoint (transformer.gpt), else None."""
     from tinygrad_lite.checkpoint import CheckpointError
     from transformer.gpt import GPT
     from transformer.gpt.tokenizers import tokenizer_from_dict
@@ -415,8 +445,8 @@ def _gpt_checkpoint(path) -> tuple | None:
     except CheckpointError:
         return None
     if "tokenizer" not in metadata:
-        raise ValueError(f"attention: GPT checkpoint {str(path)!r} has no tokenizer in its metadata")
-    return model, tokenizer_from_dict(metadata["tokenizer"])
+        raise ValueError(f"GPT checkpoint {str(path)!r} has no tokenizer in its metadata")
+    return (model, metadata) if with_metadata else (model, tokenizer_from_dict(metadata["tokenizer"]))
 
 
 VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}

@@ -3,7 +3,9 @@
     python -m viz explore xor --out xor.html            the scalar MLP on XOR
     python -m viz explore mlp --out mlp.html            a tensor MLP on XOR
     python -m viz explore transformer --out t.html      a small Transformer (1 layer, d_model 16)
+    python -m viz explore gpt --out g.html              a small GPT (1 block, n_embd 16)
     python -m viz explore --checkpoint runs/translator/best.safetensors --out t.html
+    python -m viz explore --checkpoint runs/gpt/best.safetensors --out g.html
 
 viz/__main__.py builds the step (the same builders as the graph commands, recorded under
 fast.plain()); this module holds the options and writes the page.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-MODELS = ("xor", "mlp", "transformer")
+MODELS = ("xor", "mlp", "transformer", "gpt")
 
 
 def add_parser(commands, *, depth, positive, sizes, activations):
@@ -22,7 +24,8 @@ def add_parser(commands, *, depth, positive, sizes, activations):
                                           "backward pass node by node (arrow keys), with each op's local "
                                           "rule and the gradients the engine computed")
     sub.add_argument("model", nargs="?", choices=MODELS, help="which step to record (or --checkpoint)")
-    sub.add_argument("--checkpoint", help="a translator checkpoint: one training step on a pair of its corpus")
+    sub.add_argument("--checkpoint", help="a translator checkpoint: one training step on a pair of its corpus; "
+                                          "a GPT checkpoint: one step on a window of its text")
     sub.add_argument("--out", required=True, help="the page to write (.html)")
     sub.add_argument("--depth", type=depth, default=argparse.SUPPRESS,
                      help="fold modules deeper than this into boxes (default: 2 for a Transformer, none "
@@ -35,11 +38,12 @@ def add_parser(commands, *, depth, positive, sizes, activations):
     sub.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=2, help="xor: examples in the step")
     sub.add_argument("--act", default="tanh", choices=activations, help="xor, mlp: the activation")
     sub.add_argument("--sizes", type=sizes, default=[2, 4, 1], help="mlp: layer widths")
-    sub.add_argument("--d-model", type=positive, default=16, help="transformer: d_model")
-    sub.add_argument("--layers", type=positive, default=1, help="transformer: N")
-    sub.add_argument("--heads", type=positive, default=2, help="transformer: h")
+    sub.add_argument("--d-model", type=positive, default=16, help="transformer: d_model; gpt: n_embd")
+    sub.add_argument("--layers", type=positive, default=1, help="transformer: N; gpt: n_layer")
+    sub.add_argument("--heads", type=positive, default=2, help="transformer, gpt: h")
     sub.add_argument("--d-ff", type=positive, default=32, help="transformer: feed-forward width")
-    sub.add_argument("--vocab", type=positive, default=10, help="transformer: vocabulary size")
+    sub.add_argument("--vocab", type=positive, default=10, help="transformer, gpt: vocabulary size")
+    sub.add_argument("--length", type=positive, default=4, help="gpt: T, tokens per sequence")
     sub.add_argument("--src-len", type=positive, default=4)
     sub.add_argument("--tgt-len", type=positive, default=3)
     sub.add_argument("--batch", type=positive, default=1)
@@ -50,7 +54,7 @@ def add_parser(commands, *, depth, positive, sizes, activations):
 def check(args) -> None:
     """Exactly one of a model name and --checkpoint."""
     if (args.model is None) == (args.checkpoint is None):
-        raise ValueError("explore: name one step to record, xor, mlp or transformer, or give --checkpoint "
+        raise ValueError("explore: name one step to record, xor, mlp, transformer or gpt, or give --checkpoint "
                          f"(got {'both' if args.model else 'neither'})")
     if not hasattr(args, "depth"):
         args.depth = None if args.model in ("xor", "mlp") else 2
