@@ -213,3 +213,120 @@ def test_streaming_decoders_give_decode_of_all_ids():
     pieces = [decoder.push(i) for i in ids]
     assert "".join(pieces) + decoder.flush() == bpe.decode(ids) == text * 2
     assert all("\ufffd" not in piece for piece in pieces)      # never half a character
+
+
+# ---------------------------------------------------------------- python -m transformer gpt sample
+TEXT = "ROMEO: hello wörld, 你好!\n"
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A tiny GPT saved as gpt train's best.safetensors is: GPT.save with the tokenizer in the metadata."""
+    tokenizer = CharTokenizer.train(TEXT)
+    tl.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=8, n_layer=1, n_head=2, n_embd=16))
+    path = tmp_path / "tiny.safetensors"
+    model.save(path, {"tokenizer": tokenizer.to_dict()})
+    return path, model, tokenizer
+
+
+class Recorder:
+    """sys.stdout for the CLI: what each write got, and the flushes."""
+
+    def __init__(self):
+        self.writes, self.flushes = [], 0
+
+    def write(self, text):
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self):
+        self.flushes += 1
+
+
+def run_cli(argv) -> int:
+    from transformer.gpt.__main__ import main
+    try:
+        return main(argv)
+    except SystemExit as e:  # argparse's own errors
+        return e.code
+
+
+def test_sample_prints_the_prompt_then_the_tokens_as_they_come(checkpoint, monkeypatch, capsys):
+    path, model, tokenizer = checkpoint
+    out = Recorder()
+    monkeypatch.setattr("sys.stdout", out)
+    args = ["sample", "--checkpoint", str(path), "--prompt", "ROMEO:", "--max-new-tokens", "30", "--seed", "1",
+            "--temperature", "0.9", "--top-k", "10", "--top-p", "0.95"]
+    assert run_cli(args) == 0
+    ids = list(generate(model, tokenizer.encode("ROMEO:"), 30, temperature=0.9, top_k=10, top_p=0.95, seed=1))
+    assert "".join(out.writes) == "ROMEO:" + tokenizer.decode(ids) + "\n"
+    assert out.flushes >= 30                       # one per token: the text streams
+    assert "seed" not in capsys.readouterr().err   # a given seed is not repeated back
+
+
+def test_sample_writes_num_samples_with_successive_seeds(checkpoint, capsys):
+    path, model, tokenizer = checkpoint
+    assert run_cli(["sample", "--checkpoint", str(path), "--prompt", "he", "--max-new-tokens", "12",
+                    "--num-samples", "2", "--seed", "5", "--temperature", "0"]) == 0
+    greedy = "he" + tokenizer.decode(list(generate(model, tokenizer.encode("he"), 12, temperature=0)))
+    assert capsys.readouterr().out == f"{greedy}\n---------------\n{greedy}\n"
+    assert run_cli(["sample", "--checkpoint", str(path), "--max-new-tokens", "3", "--num-samples", "2"]) == 0
+    seed = capsys.readouterr().err.strip().splitlines()[-1]
+    assert seed.startswith("(seed ") and "--seed" in seed   # a fresh seed is shown, to write it again
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--top-k", "0"], "--top-k: must be > 0, got 0"),
+    (["--top-p", "1.5"], "--top-p must be in (0, 1], got 1.5"),
+    (["--top-p", "0"], "--top-p: must be > 0"),
+    (["--temperature", "-0.5"], "--temperature: must be a finite number >= 0"),
+    (["--prompt", "ROMEO: Zzz"], "'Z' (U+005A) at position 7"),
+    (["--prompt", ""], "--prompt is empty"),
+    (["--max-new-tokens", "-1"], "--max-new-tokens: must be >= 0"),
+])
+def test_sample_refuses_bad_arguments_in_one_line(checkpoint, capsys, flags, words):
+    path = checkpoint[0]
+    assert run_cli(["sample", "--checkpoint", str(path), *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1 and words in captured.err
+
+
+def test_sample_refuses_a_missing_or_wrong_checkpoint(tmp_path, capsys):
+    assert run_cli(["sample", "--checkpoint", str(tmp_path / "nope.safetensors")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint at all")
+    assert run_cli(["sample", "--checkpoint", str(tmp_path / "bad.safetensors")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.safetensors" in err[0]
+    GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4)).save(tmp_path / "bare.safetensors")
+    assert run_cli(["sample", "--checkpoint", str(tmp_path / "bare.safetensors")]) == 2
+    assert "holds no tokenizer" in capsys.readouterr().err
+
+
+def test_sample_never_splits_a_character_across_writes(tmp_path, monkeypatch):
+    """A bpe checkpoint whose "sample" is text cut mid-character by its tokens: every write is whole characters."""
+    try:
+        tokenizer = SubwordTokenizer.train(TEXT * 30, 262)
+    except ImportError:
+        pytest.skip("HuggingFace tokenizers is not installed")
+    tl.manual_seed(0)
+    GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=8, n_layer=1, n_head=2, n_embd=16)).save(
+        tmp_path / "bpe.safetensors", {"tokenizer": tokenizer.to_dict()})
+    ids = tokenizer.encode(TEXT * 2)
+    assert any(not is_utf8(tokenizer.token_bytes[i]) for i in ids)     # some token holds part of a character
+    monkeypatch.setattr("transformer.gpt.sampling.generate", lambda *args, **kwargs: iter(ids))
+    out = Recorder()
+    monkeypatch.setattr("sys.stdout", out)
+    assert run_cli(["sample", "--checkpoint", str(tmp_path / "bpe.safetensors"), "--prompt", "你"]) == 0
+    assert "".join(out.writes) == "你" + TEXT * 2 + "\n"
+    assert not any("\ufffd" in w for w in out.writes)                # never half a character
+
+
+def is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

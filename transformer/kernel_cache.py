@@ -25,6 +25,7 @@ COMPILES = {
     "gpt train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm",
                    "tinygrad_lite.kernels.attention_tiles", "tinygrad_lite.kernels.cross_entropy",
                    "tinygrad_lite.kernels.embedding", "tinygrad_lite.kernels.adam", "tinygrad_lite.kernels.gelu"), 35),
+    "gpt sample": (("tinygrad_lite.kernels.softmax", "transformer.fast.gpt_kernel"), 20),
 }
 
 

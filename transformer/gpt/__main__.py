@@ -1,4 +1,4 @@
-"""python -m transformer gpt {train, eval}: a GPT from the same blocks, trained and scored as nanoGPT.
+"""python -m transformer gpt {train, sample, eval}: a GPT from the same blocks, trained, sampled and scored as nanoGPT.
 
 Flags take nanoGPT's names, spelt with dashes (--n-layer 4) or as nanoGPT writes them (--n_layer=4).
 Errors print one line and exit 2; --debug shows the traceback. A subcommand is a function
@@ -55,6 +55,7 @@ def build_parser() -> OneLineParser:
     sub = p.add_subparsers(dest="command", required=True)
     add_train_parser(sub, common)
     add_eval_parser(sub, common)
+    add_sample_parser(sub, common)
     for child in sub.choices.values():
         p.flags |= child.flags
     return p
@@ -323,6 +324,68 @@ def cmd_eval(args) -> int:
     print(f"{source}: {len(text):,} characters, {len(ids):,} tokens, each after the first predicted once "
           f"in windows of {model.config.block_size}")
     print(f"val loss {loss:.4f}  perplexity {math.exp(loss):.3f}  bits per character {bits_per_char:.4f}")
+    return 0
+
+
+# ---------------------------------------------------------------- sample
+def add_sample_parser(sub, common) -> None:
+    s = sub.add_parser("sample", parents=[common], help="write text with a trained GPT, token by token",
+                       description="Continue a prompt as nanoGPT's sample.py: the prompt, then each new token as "
+                                   "it is drawn from softmax(logits / temperature), cut to the top-k, then to the "
+                                   "nucleus top-p (transformer.gpt.sampling).")
+    s.set_defaults(run=cmd_sample)
+    s.add_argument("--checkpoint", help=f"a GPT checkpoint (default {default_checkpoint()})")
+    s.add_argument("--prompt", default="\n", help="the text to continue (default a newline, as nanoGPT's)")
+    s.add_argument("--max-new-tokens", type=non_negative_int, default=500, help="tokens to write (default 500)")
+    s.add_argument("--temperature", type=non_negative_float, default=0.8,
+                   help="below 1 sharper, above 1 flatter; 0 is greedy (default 0.8)")
+    s.add_argument("--top-k", type=positive_int, default=200,
+                   help="draw among the k most probable tokens only (default 200, nanoGPT's)")
+    s.add_argument("--top-p", type=positive_float, default=None,
+                   help="then among the fewest most probable tokens whose probability reaches p, in (0, 1] "
+                        "(nucleus sampling; default off)")
+    s.add_argument("--seed", type=non_negative_int, default=None,
+                   help="the same seed writes the same sample (default: a fresh one, shown at the end)")
+    s.add_argument("--num-samples", type=positive_int, default=1,
+                   help="samples to write, each with the next seed (default 1)")
+
+
+def sample_prompt(args, tokenizer):
+    """The prompt's token ids, or a one-line CLIError."""
+    if args.top_p is not None and args.top_p > 1:
+        raise CLIError(f"gpt sample: --top-p must be in (0, 1], got {args.top_p:g}")
+    if not args.prompt:
+        raise CLIError("gpt sample: --prompt is empty; give it at least one character (the default is a newline)")
+    try:
+        return tokenizer.encode(args.prompt)
+    except ValueError as e:
+        raise CLIError(f"gpt sample: --prompt: {e}") from None
+
+
+def cmd_sample(args) -> int:
+    from .sampling import generate
+    from .tokenizers import tokenizer_from_dict
+    from .training import load_checkpoint
+    path = args.checkpoint or default_checkpoint()
+    check_input_file(path, "checkpoint", " (train one with `python -m transformer gpt train`)")
+    model, meta = load_checkpoint(path)
+    if "tokenizer" not in meta:
+        raise CLIError(f"gpt sample: {path} holds no tokenizer (it was not written by gpt train)")
+    tokenizer = tokenizer_from_dict(meta["tokenizer"])
+    ids = sample_prompt(args, tokenizer)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    say_compiling("gpt sample")
+    for i in range(args.num_samples):
+        if i:
+            print("---------------")  # nanoGPT's line between samples
+        sys.stdout.write(args.prompt)
+        decoder = tokenizer.decoder()  # holds back a character split across tokens
+        for token in generate(model, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p, seed + i):
+            sys.stdout.write(decoder.push(token))
+            sys.stdout.flush()
+        print(decoder.flush(), flush=True)
+    if args.seed is None:
+        print(f"(seed {seed}: --seed {seed} writes this again)", file=sys.stderr)
     return 0
 
 
