@@ -121,3 +121,15 @@ def test_gpt_quick(tmp_path):
     assert row["tok_s_ours"] == pytest.approx(row["it_s_ours"] * row["batch"] * row["block_size"])
     assert len(row["losses"]) >= 2 and row["max_loss_difference"] < 1e-4 * row["initial_loss_torch"]
     assert "| quick | 1 |" in out and "WARNING" not in out
+
+
+def test_gpt_recipe_quick(tmp_path):
+    """bench/gpt_recipe.py on a toy GPT: the same weights, batches and schedule on both sides, so their
+    losses agree at every evaluation of the whole validation split."""
+    text = tmp_path / "input.txt"
+    text.write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 20, encoding="utf-8")
+    out = run("gpt_recipe.py", "--data", str(text), "--json", str(tmp_path / "r.jsonl"))
+    (row,) = rows(tmp_path / "r.jsonl")
+    assert [e[0] for e in row["evaluations"]] == [0, 10, 20] and row["iters"] == 20
+    assert row["max_val_difference"] < 1e-4 and row["final_val_ours"] < row["evaluations"][0][3]
+    assert row["it_s_ours"] > 0 and row["it_s_torch"] > 0 and "| quick | 20 |" in out
