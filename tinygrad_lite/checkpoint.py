@@ -8,12 +8,17 @@ Saving is atomic and durable (`files.atomic_write`): the bytes go to a temporary
 directory, are flushed to disk (fsync), and only then renamed over the target (os.replace), so a
 crash or `kill -9` mid-save leaves the previous checkpoint intact. A killed save may leave a
 hidden `.NAME.*.tmp` file behind.
+
+For tests that kill a process in the middle of a save (tests/test_kill_resume.py): with
+TINYGRAD_LITE_TEST_SAVE_PAUSE=SECONDS set, every save waits that long between writing its
+temporary file and renaming it, so a kill can be aimed inside the write.
 """
 from __future__ import annotations
 
 import json
 import os
 import struct
+import time
 
 import numpy as np
 import safetensors
@@ -24,6 +29,7 @@ from .files import atomic_write
 from .tensor import Tensor
 
 METADATA_KEY = "tinygrad_lite"
+SAVE_PAUSE_ENV = "TINYGRAD_LITE_TEST_SAVE_PAUSE"
 MAX_HEADER_BYTES = 100_000_000  # the safetensors format's own limit
 
 
@@ -61,6 +67,8 @@ def save(tensors: dict, path, metadata: dict | None = None) -> None:
         raise TypeError(f"{op}: metadata must be JSON-serialisable ({e})") from None
     with atomic_write(path, durable=True, op=op) as temp:
         safetensors.numpy.save_file(arrays, temp, metadata=header)
+        if os.environ.get(SAVE_PAUSE_ENV):  # a test's window for a kill inside the write
+            time.sleep(float(os.environ[SAVE_PAUSE_ENV]))
 
 
 # ---------------------------------------------------------------- load

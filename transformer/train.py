@@ -3,8 +3,10 @@ recipe (§5.3–5.4): Adam(β1=0.9, β2=0.98, ε=1e-9), the Noam learning-rate s
 label smoothing ε_ls = 0.1, dropout P_drop = 0.1.
 
 Runs are reproducible and resumable: batches of epoch e are shuffled with seed
-(seed, e); a checkpoint stores weights, optimizer and scheduler state, the engine's
-RNG state and the step, so `--resume` continues exactly where the run stopped.
+(seed, e); a checkpoint stores weights, optimizer and scheduler state, every rank's RNG
+state and the step (transformer.training_state), so `--resume` after a crash or a kill at any
+moment continues exactly where the last checkpoint stopped: it ends bit for bit where the
+uninterrupted run ends (runs bounded by --max-steps or --epochs; --minutes depends on the clock).
 
 Data parallel (`mpiexec -n K python -m transformer train`, tinygrad_lite.distributed): every
 rank builds the same shuffled batches and takes its own, the r-th of every K; one all-reduce
@@ -18,7 +20,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,7 +32,6 @@ from tinygrad_lite.fast import TRICKS, padding_worth_skipping
 from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
-from tinygrad_lite.random import get_rng_state, set_rng_state
 from tinygrad_lite.threads import use_num_threads
 
 from .data import (
@@ -45,6 +46,7 @@ from .data import (
 )
 from .data.loaders import FormatNotDetected
 from .model import Transformer
+from .training_state import merge_saved_config, remove_partial_writes, restore_training_state, training_state
 from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
 
 
@@ -104,10 +106,6 @@ def real_data_config(explicit: dict) -> dict:
     if "max_tokens" in explicit and "bucket_pool" not in explicit:
         recipe["bucket_pool"] = 0
     return {**recipe, **explicit}
-
-# what a resumed run cannot change: the model's shape and the data its vocab came from
-RESUME_FIXED = {"d_model", "heads", "layers", "d_ff", "data", "dev", "test", "lowercase", "min_freq", "seed",
-                "max_tokens", "batch_by", "bucket_pool", "tie_embeddings", "final_norm"}
 
 
 class Dataset:
@@ -311,11 +309,13 @@ class Trainer:
         self.eval_seconds = 0.0   # kept in reserve under --minutes (note_evaluation_time)
         self.evaluations = 0
         self.snapshots = []       # the weights at the last `average` evaluations
+        self.losses = []          # the training losses since the last evaluation
         self.deadline = None
         self.started = time.perf_counter()
         self.steps_per_epoch = 0  # of the current epoch, once it starts
         if dist.is_main():  # data parallel: rank 0 alone writes files
             os.makedirs(cfg.out, exist_ok=True)
+            remove_partial_writes(cfg.out)  # what a kill in the middle of a write left
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.best = [-1.0, -1.0]  # (dev exact match, dev BLEU) of best.safetensors
@@ -348,17 +348,8 @@ class Trainer:
             if path is None:
                 raise TranslatorError(f"--resume: no checkpoint at {self.checkpoint_path}")
             translator, meta, arrays = Translator.load(path, with_state=True)
-        saved = meta.get("train", {}).get("train_config", {})
-        explicit = set(self.cfg.extra.get("explicit", ()))
-        clashes = [f"{k}: checkpoint {saved[k]!r}, now {getattr(self.cfg, k)!r}"
-                   for k in sorted(explicit & RESUME_FIXED) if k in saved and saved[k] != getattr(self.cfg, k)]
-        if clashes:
-            raise TranslatorError(f"--resume: {self.checkpoint_path} was trained with another config "
-                                  f"({'; '.join(clashes)}); use the same flags or a new --out")
-        for key, value in saved.items():  # what the user did not set again comes from the checkpoint
-            per_run = key in ("resume", "progress", "out", "threads", "extra")
-            if key not in explicit and not per_run and hasattr(self.cfg, key):
-                setattr(self.cfg, key, value)
+        state = unpack_arrays(meta.get("train", {}), arrays, self.checkpoint_path)
+        merge_saved_config(self.cfg, state.get("train_config", {}), self.checkpoint_path)
         self.model = translator.model
         self.model.train()
         self.data = build_dataset(self.cfg, (translator.src_vocab, translator.tgt_vocab))
@@ -368,14 +359,7 @@ class Trainer:
         if "scheduler" in meta:
             self.scheduler.load_state_dict(unpack_arrays(meta["scheduler"], arrays, self.checkpoint_path))
             self._continue_schedule_at(scaled_lr(self.cfg, dist.world_size()))
-        state = meta.get("train", {})
-        self.step, self.epoch = int(state.get("step", 0)), int(state.get("epoch", 0))
-        self.batch_in_epoch = int(state.get("batch_in_epoch", 0))
-        self.best = list(state.get("best", self.best))
-        if "rng" in state:
-            set_rng_state(state["rng"])
-        if not dist.is_main():  # data parallel: the checkpoint has rank 0's stream; the others draw new ones
-            tl.manual_seed(dist.rank_seed(self.cfg.seed, self.step))
+        restore_training_state(self, state)  # data parallel: each rank its own random state
 
     def _continue_schedule_at(self, lr: float):
         """The schedule goes on from the saved step with this run's multiplier: another number of
@@ -385,12 +369,12 @@ class Trainer:
             self.scheduler.last_epoch -= 1
             self.scheduler.step()  # the same step again: the lr the next optimizer step uses
 
-    def save(self):
-        if not dist.is_main():  # data parallel: rank 0 alone writes files
-            return
-        state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
-                 "best": self.best, "rng": get_rng_state(), "train_config": {k: v for k, v in asdict(self.cfg).items()}}
-        self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
+    def save(self, every_rank: bool = True):
+        """Checkpoint (transformer.training_state). Data parallel: called on every rank at once,
+        which send rank 0 their random states, unless `every_rank` is False (rank 0 saves its own)."""
+        state = training_state(self, every_rank)
+        if dist.is_main():  # data parallel: rank 0 alone writes files
+            self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
 
     def log(self, record: dict):
         with open(self.metrics_path, "a", encoding="utf-8") as f:
@@ -448,21 +432,21 @@ class Trainer:
     def run(self) -> dict | None:
         """Train until --epochs, --max-steps or the --minutes budget ends the run. The budget covers
         everything: training, the evaluations inside it, and the closing one (its time is kept in
-        reserve), so the run ends with the best model on dev saved within it. Returns the final
-        report (None on ranks other than 0)."""
-        cfg = self.cfg
+        reserve), so the run ends with the best model on dev saved within it. A run resumed after it
+        finished trains no further step: it only averages (--average) and reports again. Returns the
+        final report (None on ranks other than 0)."""
         started = self.started = time.perf_counter()
-        self.deadline = None if cfg.minutes is None else started + 60 * cfg.minutes
-        stop = False
+        self.deadline = None if self.cfg.minutes is None else started + 60 * self.cfg.minutes
         restore_sigint = _ctrl_c_between_steps()
         try:
-            while (cfg.epochs is None or self.epoch < cfg.epochs) and not stop:
-                stop = self.run_epoch()
+            while not self.finished():
+                if self.run_epoch():  # the time is up
+                    break
         except TrainingDiverged as e:
             self.report.failed(e)
             raise
-        except KeyboardInterrupt:
-            self.save()
+        except KeyboardInterrupt as e:  # data parallel: Interrupted is on every rank, a second Ctrl-C on one
+            self.save(every_rank=isinstance(e, Interrupted))
             self.report.close()
             print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
                   f"continue with --resume")
@@ -477,44 +461,55 @@ class Trainer:
         self.report.close()
         return report
 
-    def run_epoch(self) -> bool:
-        """The rest of the current epoch, with its evaluations; True when the run must stop."""
+    def finished(self) -> bool:
+        """Whether --max-steps or --epochs is reached."""
         cfg = self.cfg
+        return bool(cfg.max_steps and self.step >= cfg.max_steps) or (cfg.epochs is not None
+                                                                      and self.epoch >= cfg.epochs)
+
+    def run_epoch(self) -> bool:
+        """The rest of the current epoch, each step followed by its evaluation and checkpoint when
+        due (after_step); True when the time is up, else False at the epoch's end or the run's."""
         K, rank = dist.world_size(), dist.rank()
-        batches = epoch_batches(self.data, cfg, self.epoch)
+        batches = epoch_batches(self.data, self.cfg, self.epoch)
         self.steps_per_epoch = len(batches) // K
         if len(batches) < K:
             raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
                                   f"ranks; lower --max-tokens or start fewer ranks")
-        tokens, t0, losses, stop = 0, time.perf_counter(), [], False
-        while self.batch_in_epoch + K <= len(batches):  # data parallel: K batches a step, rank r's is the r-th
-            value, n = self.train_step(batches[self.batch_in_epoch + rank])
+        tokens, t0 = 0, time.perf_counter()
+        while True:
+            if self.batch_in_epoch + K > len(batches):  # (data parallel: fewer than K batches left end the epoch)
+                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+                return False
+            value, n = self.train_step(batches[self.batch_in_epoch + rank])  # data parallel: rank r's is the r-th
             self.batch_in_epoch += K
             # data parallel: if any rank was interrupted or is out of time, all stop after this step
             interrupted, out_of_time = dist.any_rank(_CTRL_C_PRESSED, self.out_of_time())
+            self.losses.append(value)
+            tokens += n
+            tokens_per_s = tokens / max(time.perf_counter() - t0, 1e-9)
+            self.report.step(self, value, tokens_per_s)
+            epoch_over = self.batch_in_epoch + K > len(batches)
+            if epoch_over:
+                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+            if self.after_step(epoch_over, out_of_time or self.finished(), tokens_per_s, len(batches)):
+                tokens, t0 = 0, time.perf_counter()
             if interrupted:
                 raise Interrupted
-            losses.append(value)
-            tokens += n
-            self.report.step(self, value, tokens / max(time.perf_counter() - t0, 1e-9))
-            if cfg.save_every and self.step % cfg.save_every == 0:
-                self.save()
-            if (cfg.max_steps and self.step >= cfg.max_steps) or out_of_time:
-                stop = True
-                break
-            mid_epoch = self.batch_in_epoch + K <= len(batches)
-            if cfg.eval_every and self.step % cfg.eval_every == 0 and mid_epoch:
-                self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
-                tokens, t0, losses = 0, time.perf_counter(), []
-        if self.batch_in_epoch + K > len(batches):  # (data parallel: fewer than K batches left end the epoch)
-            self.epoch += 1
-            self.batch_in_epoch = 0
-        last = stop or (cfg.epochs is not None and self.epoch >= cfg.epochs)
-        if cfg.eval_every and not last:  # evaluated every N steps: an epoch's end only saves
+            if out_of_time or epoch_over or self.finished():
+                return out_of_time
+
+    def after_step(self, epoch_over: bool, last: bool, tokens_per_s: float, n_batches: int) -> bool:
+        """Evaluate every --eval-every steps (0: at each epoch's end) and after the last step; then
+        checkpoint, also at each epoch's end and every --save-every steps. The checkpoint comes after
+        the step's evaluation, so a run resumed from it has nothing left to redo. True if evaluated."""
+        cfg = self.cfg
+        evaluate = last or (cfg.eval_every and self.step % cfg.eval_every == 0) or (epoch_over and not cfg.eval_every)
+        if evaluate:
+            self.evaluate(tokens_per_s, n_batches)
+        if evaluate or epoch_over or (cfg.save_every and self.step % cfg.save_every == 0):
             self.save()
-        else:
-            self.evaluate(losses, tokens / max(time.perf_counter() - t0, 1e-9), len(batches))
-        return stop
+        return bool(evaluate)
 
     def closing_reserve(self) -> float:
         """Seconds kept for the closing evaluation (+ the averaged one), as long as the longest so far."""
@@ -563,10 +558,11 @@ class Trainer:
             return [scores["exact_match"], scores["bleu"]]
         return [scores["bleu"], scores["exact_match"]]
 
-    def evaluate(self, losses, tokens_per_s, n_batches: int):
-        """Dev loss and BLEU now; keep the best model on dev; checkpoint; report to on_eval."""
-        if dist.is_main():  # data parallel: rank 0 evaluates and saves while the others wait
-            self._evaluate(losses, tokens_per_s, n_batches)
+    def evaluate(self, tokens_per_s, n_batches: int):
+        """Dev loss and BLEU now; keep the best model on dev; report to on_eval."""
+        if dist.is_main():  # data parallel: rank 0 evaluates while the others wait
+            self._evaluate(self.losses, tokens_per_s, n_batches)
+        self.losses = []
         dist.barrier("waiting for rank 0's evaluation")
 
     def _evaluate(self, losses, tokens_per_s, n_batches: int):
@@ -595,7 +591,6 @@ class Trainer:
         if key >= self.best:
             self.best = key
             self.translator.save(self.best_path, {"step": self.step, "epoch": epoch})
-        self.save()
         dev_text = (f"dev loss {record['dev_loss']:.3f}  dev BLEU {record['dev_bleu']:.1f}  "
                     f"dev exact {100 * record['dev_exact_match']:.1f}%" if dev else "no dev split")
         self.report.write(f"{self.where(n_batches)}  train loss {record['train_loss'] or 0:.3f}  {dev_text}  "

@@ -68,7 +68,7 @@ class Translator:
                 "src_vocab": self.src_vocab.to_dict(), "tgt_vocab": self.tgt_vocab.to_dict(),
                 "lowercase": self.lowercase, "max_train_len": self.max_train_len,
                 "complete_punctuation": self.complete_punctuation, "min_freq": self.min_freq,
-                "train": train_state or {}}
+                "train": pack_arrays(train_state or {}, "train", arrays)}
         if optimizer is not None:
             meta["optimizer"] = pack_arrays(optimizer.state_dict(), "optim", arrays)
         if scheduler is not None:
