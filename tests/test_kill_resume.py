@@ -159,6 +159,23 @@ def test_a_finished_run_resumed_trains_no_further_step(launcher, corpus, uninter
     assert_same_run(out, reference)  # it only averaged and reported again
 
 
+def test_a_resumed_run_removes_only_the_temporary_files_of_its_own_writes(tmp_path):
+    from transformer.training_state import cut_back, remove_partial_writes
+    partial = [".best.safetensors.k2x.tmp", ".checkpoint.safetensors.a1b2.tmp", ".loss.png.q9.tmp.png",
+               ".report.json.zz.tmp"]
+    kept = ["checkpoint.safetensors", ".checkpoint.safetensors.notes", ".other.safetensors.a1.tmp", "x.tmp"]
+    for name in partial + kept:
+        (tmp_path / name).write_text("x")
+    assert remove_partial_writes(tmp_path) == partial
+    assert sorted(os.listdir(tmp_path)) == sorted(kept)
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 10}\n{"step": 20}\n{"st')
+    cut_back(log, len('{"step": 10}\n'))  # a record written after the checkpoint, and half of one, go
+    assert log.read_text() == '{"step": 10}\n'
+    cut_back(log, 1000)
+    assert log.read_text() == '{"step": 10}\n'
+
+
 # ---------------------------------------------------------------- kills
 
 def hidden_files(out: Path) -> list:
