@@ -45,17 +45,21 @@ def _numba_kernels(numba):
     simd.register(numba)
     register_jitable(inline="always")(tokens_last_into)
     register_jitable(inline="always")(_task)
+    register_jitable(inline="always")(_scores_row)
+    register_jitable(inline="always")(_nonzero_width)
     serial = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
     return SimpleNamespace(tiles_forward=_compile_forward(serial), tiles_backward=_compile_backward(serial))
 
 
 def _compile_forward(serial):
     @serial
-    def tiles_forward(q, k, v, q_start, k_start, T_q, scale, mask_add, keep, keep_scale, out, weights):
+    def tiles_forward(q, k, v, q_start, k_start, T_q, scale, mask_add, reach, keep, keep_scale, out, weights):
         """out (n_q,h,d_v) and weights (B,h,T_q,n_pad) for float32 rows q (n_q,h,d), k (n_k,h,d), v (n_k,h,d_v):
         batch row b's queries are rows q_start[b]..q_start[b+1] (positions 0, 1, ..), its keys k_start[b]..;
         one (batch row, head) at a time, on tiles of n_pad keys (the longest row's, rounded up to LANES).
-        mask_add (Bm,Hm,Im,n_pad) is additive by position; keep (B,h,T_q,n_pad) or empty."""
+        mask_add (Bm,Hm,Im,n_pad) is additive by position, reach (Bm,Hm,Im) 1 + the last key each of its rows
+        keeps: a block of LANES queries computes its scores up to its rows' furthest reach only (a causal mask
+        skips the keys after the block, ~44% of the work at T = 64). keep (B,h,T_q,n_pad) or empty."""
         n_q, h, d = q.shape
         B, d_v, n_pad = q_start.size - 1, v.shape[2], weights.shape[3]
         dropping = keep.size > 0
@@ -63,52 +67,68 @@ def _compile_forward(serial):
         mask_b, mask_h, mask_i = mask_add.shape[0] > 1, m_h > 1, m_i > 1
         qf, kf, vf, of, wf = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), out.reshape(out.size), \
             weights.reshape(weights.size)
-        mf, keepf = mask_add.reshape(mask_add.size), keep.reshape(keep.size)
-        zero, minus_inf, one = q.dtype.type(0), q.dtype.type(-np.inf), q.dtype.type(1)
+        mf, keepf, reachf = mask_add.reshape(mask_add.size), keep.reshape(keep.size), reach.reshape(reach.size)
+        zero, one = q.dtype.type(0), q.dtype.type(1)
         kt = np.empty(d * n_pad, q.dtype)                           # Kᵀ of one head, (d, n_pad)
         dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃ = P · keep / (1 - p)
         for task in range(B * h):
             b, head, queries, keys, q0, k0, v0, o0, w0 = _task(task, h, d, d_v, T_q, n_pad, q_start, k_start)
             tokens_last_into(kt, kf, k0, h * d, keys, d, n_pad)
-            rows_product(wf, w0, n_pad, qf, q0, h * d, 1, d, kt, 0, n_pad, queries, n_pad)      # Q·Kᵀ
-            for i in range(queries):                                # ·scale + mask, − the row's max
-                row = w0 + i * n_pad
-                m = (((b if mask_b else 0) * m_h + (head if mask_h else 0)) * m_i + (i if mask_i else 0)) * n_pad
-                for c in range(0, n_pad, LANES):
-                    v_scale_add(wf, row + c, scale, mf, m + c)
-                for j in range(keys, n_pad):                        # no key there
-                    wf[row + j] = minus_inf
-                top = minus_inf
-                for c in range(0, n_pad, LANES):
-                    top = max(top, v_max(wf, row + c))
-                shift = zero if top == minus_inf else -top
-                for c in range(0, n_pad, LANES):
-                    v_shift_scale(wf, row + c, shift, one)
-            tile = wf[w0:w0 + queries * n_pad]                      # a view indexed from 0: LLVM vectorises
-            for t in range(tile.size):
-                tile[t] = softmax.simd_exp(tile[t])
-            for i in range(queries):                                # / the row's sum
-                row = w0 + i * n_pad
-                total = zero
-                for c in range(0, n_pad, LANES):
-                    total += v_sum(wf, row + c)
-                inv = one / total if total != zero else zero
-                for c in range(0, n_pad, LANES):
-                    v_shift_scale(wf, row + c, zero, inv)
-                    if dropping:
-                        v_copy(dropped, i * n_pad + c, wf, row + c)
-                        v_keep(dropped, i * n_pad + c, keepf, row + c, keep_scale)
+            m_row0 = ((b if mask_b else 0) * m_h + (head if mask_h else 0)) * m_i
+            for i0 in range(0, queries, LANES):
+                i1 = min(i0 + LANES, queries)
+                width = 0
+                for i in range(i0, i1):
+                    width = max(width, min(reachf[m_row0 + (i if mask_i else 0)], keys))
+                width = -(-width // LANES) * LANES
+                rows_product(wf, w0 + i0 * n_pad, n_pad, qf, q0 + i0 * h * d, h * d, 1, d, kt, 0, n_pad, i1 - i0,
+                             width)                                 # Q·Kᵀ
+                for i in range(i0, i1):                             # ·scale + mask, − the row's max
+                    _scores_row(wf, w0 + i * n_pad, width, keys, n_pad, scale, mf,
+                                (m_row0 + (i if mask_i else 0)) * n_pad)
+                tile = wf[w0 + i0 * n_pad:w0 + i1 * n_pad]          # a view indexed from 0: LLVM vectorises
+                for t in range(tile.size):
+                    tile[t] = softmax.simd_exp(tile[t])             # 0 from the width on
+                for i in range(i0, i1):                             # / the row's sum
+                    row = w0 + i * n_pad
+                    total = zero
+                    for c in range(0, width, LANES):
+                        total += v_sum(wf, row + c)
+                    inv = one / total if total != zero else zero
+                    for c in range(0, width, LANES):
+                        v_shift_scale(wf, row + c, zero, inv)
+                        if dropping:
+                            v_copy(dropped, i * n_pad + c, wf, row + c)
+                            v_keep(dropped, i * n_pad + c, keepf, row + c, keep_scale)
+                mixed, m0 = (dropped, i0 * n_pad) if dropping else (wf, w0 + i0 * n_pad)
+                rows_product(of, o0 + i0 * h * d_v, h * d_v, mixed, m0, n_pad, 1, min(width, keys), vf, v0, h * d_v,
+                             i1 - i0, d_v)                          # P̃·V
             for t in range(w0 + queries * n_pad, w0 + T_q * n_pad):  # no query there
                 wf[t] = zero
-            mixed, m0 = (dropped, 0) if dropping else (wf, w0)
-            rows_product(of, o0, h * d_v, mixed, m0, n_pad, 1, keys, vf, v0, h * d_v, queries, d_v)  # P̃·V
     return tiles_forward
+
+
+def _scores_row(wf, row, width, keys, n_pad, scale, mf, m):
+    """wf[row:row + n_pad] = the scores ·scale + mf[m:m + width] minus their max, -inf from `keys` and from
+    `width` on (a row with nothing left: all -inf)."""
+    zero, minus_inf, one = wf.dtype.type(0), wf.dtype.type(-np.inf), wf.dtype.type(1)
+    for c in range(0, width, LANES):
+        v_scale_add(wf, row + c, scale, mf, m + c)
+    wf[row + min(keys, width):row + n_pad] = minus_inf              # no key there, or past the reach
+    top = minus_inf
+    for c in range(0, width, LANES):
+        top = max(top, v_max(wf, row + c))
+    shift = zero if top == minus_inf else -top
+    for c in range(0, width, LANES):
+        v_shift_scale(wf, row + c, shift, one)
 
 
 def _compile_backward(serial):
     @serial
     def tiles_backward(q, k, v, q_start, k_start, weights, dout, scale, keep, keep_scale, dq, dk, dv):
-        """dq, dk, dv (every row written) for tiles_forward, from its padded weights (B,h,T_q,n_pad)."""
+        """dq, dk, dv (every row written) for tiles_forward, from its padded weights (B,h,T_q,n_pad). A block of
+        LANES queries works up to its rows' last nonzero weight (the forward's reach, or less: a weight of 0
+        adds nothing to any gradient), a block of LANES keys from the first query that reaches it."""
         n_q, h, d = q.shape
         B, T_q, d_v, n_pad = q_start.size - 1, weights.shape[2], v.shape[2], weights.shape[3]
         dropping = keep.size > 0
@@ -119,26 +139,55 @@ def _compile_backward(serial):
         vt = np.empty(d_v * n_pad, q.dtype)                         # Vᵀ of one head, (d_v, n_pad)
         g = np.empty(T_q * n_pad, q.dtype)                          # dP = dO·Vᵀ, then dS
         dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃
+        widths = np.empty(T_q, np.int64)                            # each query's block's width
         for task in range(B * h):
             b, head, queries, keys, q0, k0, v0, o0, w0 = _task(task, h, d, d_v, T_q, n_pad, q_start, k_start)
             tokens_last_into(vt, vf, v0, h * d_v, keys, d_v, n_pad)
-            rows_product(g, 0, n_pad, gf, o0, h * d_v, 1, d_v, vt, 0, n_pad, queries, n_pad)    # dO·Vᵀ
-            for i in range(queries):
-                row, w_row = i * n_pad, w0 + i * n_pad
-                dot = zero
-                for c in range(0, n_pad, LANES):
+            for i0 in range(0, queries, LANES):
+                i1 = min(i0 + LANES, queries)
+                width = 0
+                for i in range(i0, i1):
+                    width = max(width, _nonzero_width(wf, w0 + i * n_pad, n_pad))
+                rows_product(g, i0 * n_pad, n_pad, gf, o0 + i0 * h * d_v, h * d_v, 1, d_v, vt, 0, n_pad, i1 - i0,
+                             width)                                 # dO·Vᵀ
+                for i in range(i0, i1):
+                    widths[i] = width
+                    row, w_row = i * n_pad, w0 + i * n_pad
+                    dot = zero
+                    for c in range(0, width, LANES):
+                        if dropping:
+                            v_keep(g, row + c, keepf, w_row + c, keep_scale)
+                            v_copy(dropped, row + c, wf, w_row + c)
+                            v_keep(dropped, row + c, keepf, w_row + c, keep_scale)
+                        dot += v_dot(g, row + c, wf, w_row + c)
+                    for c in range(0, width, LANES):
+                        v_softmax_grad(g, row + c, wf, w_row + c, dot, scale)
+                    for j in range(width, n_pad):
+                        g[row + j] = zero
                     if dropping:
-                        v_keep(g, row + c, keepf, w_row + c, keep_scale)
-                        v_copy(dropped, row + c, wf, w_row + c)
-                        v_keep(dropped, row + c, keepf, w_row + c, keep_scale)
-                    dot += v_dot(g, row + c, wf, w_row + c)
-                for c in range(0, n_pad, LANES):
-                    v_softmax_grad(g, row + c, wf, w_row + c, dot, scale)
+                        for j in range(width, n_pad):
+                            dropped[row + j] = zero
+                rows_product(dqf, q0 + i0 * h * d, h * d, g, i0 * n_pad, n_pad, 1, min(width, keys), kf, k0, h * d,
+                             i1 - i0, d)                            # dS·K
             mixed, m0 = (dropped, 0) if dropping else (wf, w0)
-            rows_product(dvf, v0, h * d_v, mixed, m0, 1, n_pad, queries, gf, o0, h * d_v, keys, d_v)  # P̃ᵀ·dO
-            rows_product(dkf, k0, h * d, g, 0, 1, n_pad, queries, qf, q0, h * d, keys, d)              # dSᵀ·Q
-            rows_product(dqf, q0, h * d, g, 0, n_pad, 1, keys, kf, k0, h * d, queries, d)              # dS·K
+            for j0 in range(0, keys, LANES):
+                j1, first = min(j0 + LANES, keys), 0
+                while first < queries and widths[first] <= j0:
+                    first += 1
+                rows_product(dvf, v0 + j0 * h * d_v, h * d_v, mixed, m0 + first * n_pad + j0, 1, n_pad, queries - first,
+                             gf, o0 + first * h * d_v, h * d_v, j1 - j0, d_v)              # P̃ᵀ·dO
+                rows_product(dkf, k0 + j0 * h * d, h * d, g, first * n_pad + j0, 1, n_pad, queries - first, qf,
+                             q0 + first * h * d, h * d, j1 - j0, d)                          # dSᵀ·Q
     return tiles_backward
+
+
+def _nonzero_width(weights, start, n_pad):
+    """The row weights[start:start + n_pad] (softmax weights: >= 0 or NaN) is 0 from the returned multiple of
+    LANES on."""
+    width = n_pad
+    while width > 0 and v_sum(weights, start + width - LANES) == 0:
+        width -= LANES
+    return width
 
 
 def tokens_last_into(out, x, x0, x_step, n, width, n_pad):
@@ -184,6 +233,13 @@ def _padded_additive(mask, weights_shape, n_pad):
     return _padded(additive.astype(np.float32, copy=False), n_pad, -np.inf)
 
 
+def _reach(mask_add):
+    """(Bm, Hm, Im) int64: 1 + the last column each row of the additive mask (Bm, Hm, Im, n) keeps, 0 if none."""
+    kept = mask_add != -np.inf
+    last = mask_add.shape[-1] - np.argmax(kept[..., ::-1], axis=-1)
+    return np.where(kept.any(axis=-1), last, 0).astype(np.int64)
+
+
 def _padded(x, n_pad, fill=0):
     """x (..., n) as a C-contiguous (..., n_pad) array, the new columns set to `fill`."""
     if x.shape[-1] == n_pad:
@@ -224,9 +280,10 @@ def forward_rows(q, k, v, q_start, k_start, T_q, T_k, scale, mask, keep, keep_sc
     out = np.empty(q.shape[:2] + v.shape[2:], q.dtype)
     weights = np.empty((B, h, T_q, n_pad), q.dtype)
     keep = args.NO_KEEP if keep is None else _padded(keep, n_pad, False)
+    mask_add = _padded_additive(mask, (B, h, T_q, T_k), n_pad)
     _numba_kernels().tiles_forward(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v), q_start,
-                                   k_start, T_q, scale, _padded_additive(mask, (B, h, T_q, T_k), n_pad), keep,
-                                   q.dtype.type(keep_scale), out, weights)
+                                   k_start, T_q, scale, mask_add, _reach(mask_add), keep, q.dtype.type(keep_scale), out,
+                                   weights)
     return out, weights[..., :T_k]
 
 
