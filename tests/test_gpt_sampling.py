@@ -330,3 +330,25 @@ def is_utf8(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+# ---------------------------------------------------------------- the benchmark still runs
+def test_the_sampling_benchmark_runs(tmp_path):
+    """bench/gpt_sample.py --quick: every side writes its tokens; ours and the cached twin, greedy on the same
+    weights, agree (on at least half the tokens: random weights leave near-ties float32 may break apart)."""
+    pytest.importorskip("torch")
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "s.jsonl"
+    done = subprocess.run([sys.executable, str(root / "bench" / "gpt_sample.py"), "--quick", "--json", str(out)],
+                          cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["mode"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(rows) == {"greedy", "sampled"}
+    for row in rows.values():
+        assert all(row[f"tok_s_{side}"] > 0 for side in ("ours", "ours-plain", "torch", "torch+cache"))
+    assert rows["greedy"]["greedy_agreement"] >= rows["greedy"]["new_tokens"] // 2
+    assert "| greedy |" in done.stdout and "| sampled |" in done.stdout

@@ -263,7 +263,7 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
 # oracle within float32 rounding (tests/test_panels.py).
 
 # ---------------------------------------------------------------- gpt_kernel
-# Why: GPT sampling 3.2-4.3x faster (bench/gpt_sample.py, ours/ours-plain: greedy 4.25, sampled 3.19, 5 alternating
+# Why: GPT sampling 4.9-6.4x faster (bench/gpt_sample.py, ours/ours-plain: greedy 6.37, sampled 4.88, 7 alternating
 # runs of 500 tokens, CPU clock, 1 thread, 2026-12-03, AMD EPYC AVX2, nanoGPT's CPU recipe): the GPT's cached forward
 # (all blocks, the new tokens' K/V into the cache, the last position's logits) as one Numba call instead of ~60
 # module calls and ~150 Tensor ops a token. It lives in transformer/fast/gpt_kernel.py; the branch is in
