@@ -3,6 +3,7 @@
     python bench/gpt_recipe.py                        # 2,000 iterations, evaluations every 250, 1 thread
     python bench/gpt_recipe.py --iters 6000 --json out.jsonl
     python bench/gpt_recipe.py --quick                # seconds: a toy model (the smoke test)
+    python bench/gpt_recipe.py --minutes 10 --side torch   # `gpt train`'s defaults, 10 minutes, the twin alone
 
 The recipe (nanoGPT's README, "I only have a macbook"): 4 layers, 4 heads, n_embd 128, block_size 64,
 batch 12, dropout 0, bias False; AdamW lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on the matrices,
@@ -15,6 +16,10 @@ stream) with the same learning rate (transformer.gpt.training.get_lr). They alte
 median seconds per iteration over the blocks, ours/torch > 1 meaning we are faster. Every
 --eval-interval iterations both are scored on the WHOLE validation split
 (transformer.gpt.training.evaluate_split: consecutive windows, every token predicted once).
+
+--minutes M runs one --side alone for M minutes with `python -m transformer gpt train`'s defaults
+(GPTTrainConfig: model, batch, lr and its cosine ending with the budget), as that command does, then
+scores the whole validation split: the PyTorch reference given the same minutes.
 """
 from __future__ import annotations
 
@@ -53,36 +58,42 @@ class TorchSide:
                                    self.torch.from_numpy(np.ascontiguousarray(y)))
 
 
-def steppers(ours, theirs, torch):
-    """{side: step(batch, lr) -> loss}: loss, backward, clip at 1.0, AdamW at this lr."""
+def steppers(ours, theirs, torch, settings: dict = ADAMW, clip: float = CLIP) -> dict:
+    """{side: step(batch, lr) -> loss}: loss, backward, clip, AdamW (nanoGPT's groups) at this lr.
+    A side given as None gets no stepper."""
     from tinygrad_lite.optim import AdamW, clip_grad_norm_
     from transformer.gpt.torch_twin import adamw
 
-    our_opt = AdamW(ours.param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"])
-    their_opt = adamw(theirs, **ADAMW)
-    params = list(ours.parameters())
+    steps = {}
+    if ours is not None:
+        our_opt = AdamW(ours.param_groups(settings["weight_decay"]), lr=settings["lr"], betas=settings["betas"])
+        params = list(ours.parameters())
 
-    def ours_step(batch, lr):
-        for group in our_opt.param_groups:
-            group["lr"] = lr
-        loss = ours.loss(*batch)
-        our_opt.zero_grad()
-        loss.backward()
-        clip_grad_norm_(params, CLIP)
-        our_opt.step()
-        return loss.item()
+        def ours_step(batch, lr):
+            for group in our_opt.param_groups:
+                group["lr"] = lr
+            loss = ours.loss(*batch)
+            our_opt.zero_grad()
+            loss.backward()
+            clip_grad_norm_(params, clip)
+            our_opt.step()
+            return loss.item()
+        steps["ours"] = ours_step
+    if theirs is not None:
+        their_opt = adamw(theirs, **settings)
 
-    def torch_step(batch, lr):
-        for group in their_opt.param_groups:
-            group["lr"] = lr
-        x, y = (torch.from_numpy(a) for a in batch)
-        loss = theirs.loss(x, y)
-        their_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(theirs.parameters(), CLIP)
-        their_opt.step()
-        return loss.item()
-    return {"ours": ours_step, "torch": torch_step}
+        def torch_step(batch, lr):
+            for group in their_opt.param_groups:
+                group["lr"] = lr
+            x, y = (torch.from_numpy(a) for a in batch)
+            loss = theirs.loss(x, y)
+            their_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(theirs.parameters(), clip)
+            their_opt.step()
+            return loss.item()
+        steps["torch"] = torch_step
+    return steps
 
 
 def run(args, torch) -> dict:
@@ -133,6 +144,41 @@ def run(args, torch) -> dict:
             "final_val_ours": evaluations[-1][3], "final_val_torch": evaluations[-1][4]}
 
 
+def timed_run(args, torch) -> dict:
+    """One side alone for --minutes with gpt train's defaults; the lr's cosine follows the clock."""
+    import time
+
+    import tinygrad_lite as tl
+    from transformer.gpt import GPT
+    from transformer.gpt.interop import to_nanogpt_state_dict, torch_gpt
+    from transformer.gpt.training import GPTTrainConfig, evaluate_split, get_batch, get_lr
+
+    ids, vocab = char_ids(args.data)
+    n = int(0.9 * len(ids))
+    train, val = ids[:n], ids[n:]
+    cfg = GPTTrainConfig(minutes=args.minutes)
+    tl.manual_seed(cfg.seed)
+    ours = GPT(cfg.model_config(vocab))
+    model = ours
+    if args.side == "torch":
+        model = torch_gpt(ours.config)
+        model.load_state_dict(to_nanogpt_state_dict(ours))
+    settings = dict(lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+    sides = (None, model) if args.side == "torch" else (ours, None)
+    step = steppers(*sides, torch, settings, cfg.grad_clip)[args.side]
+    rng = np.random.default_rng(args.seed)
+    budget, began, it = 60 * args.minutes, time.perf_counter(), 0
+    while time.perf_counter() - began < budget:
+        lr = get_lr(it, cfg, (time.perf_counter() - began) / budget)
+        step(get_batch(train, cfg.block_size, cfg.batch_size, rng), lr)
+        it += 1
+    seconds = time.perf_counter() - began
+    scored = TorchSide(model, torch) if args.side == "torch" else model
+    return {"config": f"gpt train defaults, {args.minutes:g} min", "side": args.side, "iters": it,
+            "seconds": seconds, "it_s": it / seconds, "val_loss": evaluate_split(scored, val, cfg.block_size, 64),
+            "train_config": cfg.to_dict()}
+
+
 def report(row: dict) -> None:
     print()
     print(markdown(["iter", "train ours", "train torch", "val ours", "val torch", "|difference|"],
@@ -155,6 +201,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1337, help="the batches' stream (nanoGPT's seed)")
     parser.add_argument("--json", help="append the result as one JSON line to this file")
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy model (smoke test)")
+    parser.add_argument("--minutes", type=float, default=0.0,
+                        help="instead: train --side alone this long with gpt train's defaults, then score it")
+    parser.add_argument("--side", choices=("torch", "ours"), default="torch", help="with --minutes: which side")
     args = parser.parse_args(argv)
     if min(args.threads, args.iters, args.eval_interval, args.block) < 1:
         parser.error("--threads, --iters, --eval-interval and --block must be >= 1")
@@ -163,8 +212,13 @@ def main(argv=None):
     torch, env = start(parser, args.threads)
     from tinygrad_lite.threads import use_num_threads
     use_num_threads(args.threads, op="bench/gpt_recipe.py")
-    row = {**run(args, torch), **env}
-    report(row)
+    if args.minutes:
+        row = {**timed_run(args, torch), **env}
+        print(f"{row['side']}: {row['iters']} iterations in {row['seconds']:.0f} s ({row['it_s']:.2f} it/s); "
+              f"val loss {row['val_loss']:.4f} (the whole split)")
+    else:
+        row = {**run(args, torch), **env}
+        report(row)
     append_json(args.json, row)
 
 
