@@ -75,7 +75,8 @@ def next_token_probs(logits, temperature: float = 1.0, top_k: int | None = None,
         ranked[..., top_k:] = 0
         ranked /= ranked.sum(axis=-1, keepdims=True)
     if top_p is not None and top_p < 1:
-        before = np.cumsum(ranked, axis=-1) - ranked        # the mass of the more probable tokens
+        total = np.cumsum(ranked, axis=-1)
+        before = np.concatenate([np.zeros_like(total[..., :1]), total[..., :-1]], axis=-1)  # the more probable's mass
         ranked[before >= top_p] = 0                         # the total reached top_p before them
         ranked /= ranked.sum(axis=-1, keepdims=True)
     probs = np.empty_like(p)
