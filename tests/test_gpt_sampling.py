@@ -147,6 +147,19 @@ def test_generate_streams_and_gives_the_model_its_mode_back():
     assert model.training
 
 
+def test_the_window_holds_the_last_block_size_tokens_then_restarts_from_half():
+    """block_size 8: a long prompt is cropped to its last 8 (as nanoGPT); a full window restarts from its last 4."""
+    context = Context(tiny_gpt(block_size=8), list(range(10)) + [1], use_cache=False)
+    seen = [context.window()[0].tolist()]
+    for token in range(2, 8):
+        context.append(token)
+        seen.append(context.window()[0].tolist())
+    assert seen[0] == [3, 4, 5, 6, 7, 8, 9, 1]
+    assert seen[1] == [8, 9, 1, 2]                          # 9 would not fit: the last 4
+    assert [len(w) for w in seen] == [8, 4, 5, 6, 7, 8, 4]
+    assert seen[-1] == [4, 5, 6, 7]
+
+
 @contextlib.contextmanager
 def kernel_switched(on: bool):
     """The gpt_kernel trick on (on the Numba backend) or off."""
