@@ -1,12 +1,12 @@
-"""kernels.gelu: the Numba kernels against their NumPy twins (the formulas), forward and backward, exact
-and tanh GELU, float32 and float64, odd sizes, extreme values, NaN and inf; the float32 erf against
-SciPy's; Tensor.gelu gradchecked in float64 on both backends and against PyTorch."""
+"""kernels.gelu: the Numba kernels against their NumPy twins (the formulas), value and slope, exact and
+tanh GELU, float32 and float64, odd sizes, extreme values, NaN and inf; the float32 erf against SciPy's;
+Tensor.gelu gradchecked in float64 on both backends and against PyTorch."""
 import math
 
 import numpy as np
 import pytest
 
-from tinygrad_lite import Tensor, gradcheck, kernels
+from tinygrad_lite import Tensor, gradcheck, kernels, no_grad
 from tinygrad_lite.kernels import gelu as kg
 
 APPROXIMATIONS = ["none", "tanh"]
@@ -33,18 +33,20 @@ def inputs(shape, dtype, seed=0):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_kernel_matches_its_twin(shape, dtype, approximate):
-    x, g = inputs(shape, dtype)
-    assert_close(kg.gelu_forward_numba(x, approximate), kg.gelu_forward_numpy(x, approximate), dtype)
-    assert_close(kg.gelu_backward_numba(g, x, approximate), kg.gelu_backward_numpy(g, x, approximate), dtype)
+    x, _ = inputs(shape, dtype)
+    y, slope = kg.gelu_and_slope_numba(x, approximate)
+    y_twin, slope_twin = kg.gelu_and_slope_numpy(x, approximate)
+    assert_close(y, y_twin, dtype)
+    assert_close(slope, slope_twin, dtype)
+    assert_close(kg.gelu_forward_numba(x, approximate), y_twin, dtype)
+    np.testing.assert_array_equal(kg.gelu_forward_numpy(x, approximate), y_twin)
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_extreme_values_nan_and_inf(dtype, approximate):
     x = np.array([-50, -20, -9, -4.5, -1e-30, 0, 1e-30, 4.5, 9, 20, 50, np.nan, np.inf, -np.inf], dtype)
-    g = np.linspace(-2, 2, x.size).astype(dtype)
-    y, y_twin = kg.gelu_forward_numba(x, approximate), kg.gelu_forward_numpy(x, approximate)
-    dx, dx_twin = kg.gelu_backward_numba(g, x, approximate), kg.gelu_backward_numpy(g, x, approximate)
+    (y, dx), (y_twin, dx_twin) = kg.gelu_and_slope_numba(x, approximate), kg.gelu_and_slope_numpy(x, approximate)
     finite = np.isfinite(x)
     assert_close(y[finite], y_twin[finite], dtype)
     assert_close(dx[finite], dx_twin[finite], dtype)
@@ -56,10 +58,10 @@ def test_extreme_values_nan_and_inf(dtype, approximate):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_nan_stays_in_its_place(dtype):
-    x, g = inputs((40,), dtype)
+    x, _ = inputs((40,), dtype)
     x[[0, 17, 39]] = np.nan
     for approximate in APPROXIMATIONS:
-        for out in (kg.gelu_forward_numba(x, approximate), kg.gelu_backward_numba(g, x, approximate)):
+        for out in (kg.gelu_forward_numba(x, approximate), *kg.gelu_and_slope_numba(x, approximate)):
             np.testing.assert_array_equal(np.isnan(out), np.isnan(x))
 
 
@@ -74,13 +76,20 @@ def test_float32_exact_gelu_is_within_a_few_ulps():
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
-def test_non_contiguous_and_mixed_inputs(approximate):
-    x, g = inputs((6, 9), np.float32)
-    xt, gt = x.T, g.T
-    assert_close(kg.gelu_forward(xt, approximate), kg.gelu_forward_numpy(xt, approximate), np.float32)
-    assert_close(kg.gelu_backward(gt, xt, approximate), kg.gelu_backward_numpy(gt, xt, approximate), np.float32)
-    mixed = kg.gelu_backward(g.astype(np.float64), x, approximate)  # dtypes differ: the twin runs
-    assert mixed.dtype == np.float64
+def test_non_contiguous_and_integer_inputs(approximate):
+    x, _ = inputs((6, 9), np.float32)
+    for y, y_twin in zip(kg.gelu_and_slope(x.T, approximate), kg.gelu_and_slope_numpy(x.T, approximate)):
+        assert_close(y, y_twin, np.float32)
+    assert_close(kg.gelu_forward(x.T, approximate), kg.gelu_forward_numpy(x.T, approximate), np.float32)
+    ints = np.arange(-3, 4)                # the twin's NumPy rules: no kernel for integers
+    np.testing.assert_array_equal(kg.gelu_forward(ints, approximate), kg.gelu_forward_numpy(ints, approximate))
+
+
+def test_no_slope_without_a_gradient():
+    x = Tensor(np.linspace(-3, 3, 12).astype(np.float32))
+    assert x.gelu("tanh")._backward is None
+    with no_grad():
+        assert Tensor(x.data, requires_grad=True).gelu()._backward is None
 
 
 @pytest.mark.parametrize("backend_name", ["numba", "numpy"])

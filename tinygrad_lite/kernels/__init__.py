@@ -20,7 +20,7 @@ them: the Tensor methods and nn.functional check what users pass.
     attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
     attention_engine(queries) -> 'numba' | 'blas'             the per-query kernel's rule (kernels.attention)
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
-    gelu_forward(x, approximate) -> y,  gelu_backward(g, x, approximate) -> dx   exact or tanh GELU (kernels.gelu)
+    gelu_forward(x, approximate) -> y,  gelu_and_slope(x, approximate) -> (y, dy/dx)   GELU (kernels.gelu)
     cross_entropy_backward(logp, targets, weight, eps) -> dx   label-smoothed CE's gradient in one pass
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
@@ -45,7 +45,7 @@ from .cross_entropy import cross_entropy_backward
 from .dropout import keep_mask_from_seed
 from .embedding import embedding_backward
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
-from .gelu import gelu_backward, gelu_forward
+from .gelu import gelu_and_slope, gelu_forward
 from .layernorm import layernorm_backward, layernorm_forward
 from .matmul import matmul, matmul_backward
 from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
@@ -53,7 +53,7 @@ from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",
     "bias_relu_dropout_", "cross_entropy_backward",
-    "dropout_backward", "embedding_backward", "gelu_backward", "gelu_forward", "keep_mask_from_seed",
+    "dropout_backward", "embedding_backward", "gelu_and_slope", "gelu_forward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
     "layernorm_backward", "layernorm_forward",
     "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward",

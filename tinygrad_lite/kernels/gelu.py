@@ -13,11 +13,14 @@ kernel's erf is, in float32, the rational approximation of Eigen and XLA (vector
 float32 beyond |x| = 4) and, in float64, libm's (one element at a time). The kernels agree with the twins
 to float rounding (tests/test_gelu_kernel.py); a NaN stays NaN.
 
-    gelu_forward(x, approximate="none") -> y         approximate "none" (exact) or "tanh"
-    gelu_backward(g, x, approximate="none") -> dx    the gradient of x, recomputed from x
+    gelu_forward(x, approximate="none") -> y                  approximate "none" (exact) or "tanh"
+    gelu_and_slope(x, approximate="none") -> (y, dy/dx)       for training: the backward is g·slope
 
-Arrays of any shape, float32 or float64; the kernels run on C-contiguous float arrays of one dtype
-(anything else goes to the twin). Tensor.gelu checks `approximate`.
+Computing the slope with the value shares the exp (or erf) between them, and the backward becomes one
+multiply (as PyTorch's tanh GELU would keep tanh u for its backward).
+
+Arrays of any shape; the kernels take float32 and float64 (other dtypes go to the twin). Tensor.gelu
+checks `approximate`.
 """
 import functools
 import math
@@ -43,13 +46,15 @@ def gelu_forward_numpy(x, approximate="none"):
     return x * _normal_cdf(x)
 
 
-def gelu_backward_numpy(g, x, approximate="none"):
-    """g·GELU′(x), exact or by the tanh formula (NumPy twin)."""
+def gelu_and_slope_numpy(x, approximate="none"):
+    """(GELU(x), GELU′(x)), exact or by the tanh formula (NumPy twin)."""
     if approximate == "tanh":
         t = np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x ** 3))
-        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * CUBIC * x * x))
+        slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * CUBIC * x * x)
+        return 0.5 * x * (1 + t), slope
+    cdf = _normal_cdf(x)
     pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    return g * (_normal_cdf(x) + x * pdf)
+    return x * cdf, cdf + x * pdf
 
 
 def _normal_cdf(x):
@@ -91,11 +96,12 @@ def _numba_kernels(numba):
             out[i] = v / (one + softmax.simd_exp(minus_2c * (v + cubic * v * v * v)))
 
     @njit
-    def tanh_backward(g, x, minus_2c, cubic, two_c, three_cubic, one, out):
+    def tanh_and_slope(x, minus_2c, cubic, two_c, three_cubic, one, out, slope):
         for i in prange(x.size):
             v = x[i]
             s = one / (one + softmax.simd_exp(minus_2c * (v + cubic * v * v * v)))
-            out[i] = g[i] * (s * (one + two_c * v * (one - s) * (one + three_cubic * v * v)))
+            out[i] = v * s
+            slope[i] = s * (one + two_c * v * (one - s) * (one + three_cubic * v * v))
 
     @njit
     def exact_forward(x, inv_sqrt2, half, out):
@@ -104,14 +110,15 @@ def _numba_kernels(numba):
             out[i] = v * (half + half * simd_erf(v * inv_sqrt2))
 
     @njit
-    def exact_backward(g, x, inv_sqrt2, half, inv_sqrt_2pi, out):
+    def exact_and_slope(x, inv_sqrt2, half, inv_sqrt_2pi, out, slope):
         for i in prange(x.size):
             v = x[i]
             cdf = half + half * simd_erf(v * inv_sqrt2)
-            out[i] = g[i] * (cdf + v * (softmax.simd_exp(-half * v * v) * inv_sqrt_2pi))
+            out[i] = v * cdf
+            slope[i] = cdf + v * (softmax.simd_exp(-half * v * v) * inv_sqrt_2pi)
 
-    return SimpleNamespace(tanh_forward=tanh_forward, tanh_backward=tanh_backward,
-                           exact_forward=exact_forward, exact_backward=exact_backward)
+    return SimpleNamespace(tanh_forward=tanh_forward, tanh_and_slope=tanh_and_slope,
+                           exact_forward=exact_forward, exact_and_slope=exact_and_slope)
 
 
 def _register_erf(numba):
@@ -157,31 +164,29 @@ def gelu_forward_numba(x, approximate="none"):
     return out
 
 
-def gelu_backward_numba(g, x, approximate="none"):
-    """g·GELU′(x) in one pass (Numba kernel)."""
+def gelu_and_slope_numba(x, approximate="none"):
+    """(GELU(x), GELU′(x)) in one pass (Numba kernel)."""
     t = x.dtype.type
-    x, g = _contiguous(x), _contiguous(g)
-    out = np.empty_like(x)
-    flat_g, flat, flat_out = g.reshape(-1), x.reshape(-1), out.reshape(-1)
+    x = _contiguous(x)
+    out, slope = np.empty_like(x), np.empty_like(x)
+    flat, flat_out, flat_slope = x.reshape(-1), out.reshape(-1), slope.reshape(-1)
     kernels = _numba_kernels()
     with threads_for(x.size):
         if approximate == "tanh":
-            kernels.tanh_backward(flat_g, flat, t(-2 * SQRT_2_OVER_PI), t(CUBIC), t(2 * SQRT_2_OVER_PI),
-                                  t(3 * CUBIC), t(1), flat_out)
+            kernels.tanh_and_slope(flat, t(-2 * SQRT_2_OVER_PI), t(CUBIC), t(2 * SQRT_2_OVER_PI), t(3 * CUBIC), t(1),
+                                   flat_out, flat_slope)
         else:
-            kernels.exact_backward(flat_g, flat, t(1 / math.sqrt(2)), t(0.5), t(1 / math.sqrt(2 * math.pi)),
-                                   flat_out)
-    return out
+            kernels.exact_and_slope(flat, t(1 / math.sqrt(2)), t(0.5), t(1 / math.sqrt(2 * math.pi)), flat_out,
+                                    flat_slope)
+    return out, slope
 
 
 # ---------------------------------------------------------------------------------------------
 # Entry points: the kernel or the twin, by backend
 # ---------------------------------------------------------------------------------------------
 
-def _kernel_fits(*arrays):
-    dtype = arrays[0].dtype
-    return dtype in (np.float32, np.float64) and all(a.dtype == dtype and a.shape == arrays[0].shape
-                                                     for a in arrays)
+def _kernel_fits(x):
+    return x.dtype in (np.float32, np.float64)
 
 
 def gelu_forward(x, approximate="none"):
@@ -191,8 +196,8 @@ def gelu_forward(x, approximate="none"):
     return gelu_forward_numpy(x, approximate)
 
 
-def gelu_backward(g, x, approximate="none"):
-    """g·GELU′(x) on the selected backend."""
-    if use_numba() and _kernel_fits(x, g):
-        return gelu_backward_numba(g, x, approximate)
-    return gelu_backward_numpy(g, x, approximate)
+def gelu_and_slope(x, approximate="none"):
+    """(GELU(x), GELU′(x)) on the selected backend."""
+    if use_numba() and _kernel_fits(x):
+        return gelu_and_slope_numba(x, approximate)
+    return gelu_and_slope_numpy(x, approximate)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels as K
+from ..autograd import is_grad_enabled
 
 
 class UnaryOps:
@@ -62,12 +63,13 @@ class UnaryOps:
     def gelu(self, approximate: str = "none"):
         """GELU as in PyTorch: exact x·Φ(x) by default (Φ the standard normal CDF), or GPT-2's tanh
         approximation ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). The formulas and their derivatives are
-        kernels.gelu's NumPy twins; its Numba kernel does each in one pass."""
+        kernels.gelu's NumPy twins; its Numba kernel computes value and slope in one pass."""
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        x = self.data
-        return self._make(K.gelu_forward(x, approximate), "gelu", (self,),
-                          lambda g: (K.gelu_backward(g, x, approximate),))
+        if not (self.requires_grad and is_grad_enabled()):
+            return self._make(K.gelu_forward(self.data, approximate), "gelu", (self,), None)
+        out, slope = K.gelu_and_slope(self.data, approximate)
+        return self._make(out, "gelu", (self,), lambda g: (g * slope,))
 
     def clamp(self, min=None, max=None):
         """Returns x limited to [min, max] (either may be None); the gradient is 0 outside, like
