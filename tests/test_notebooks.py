@@ -1,6 +1,9 @@
 """The notebooks in notebooks/ run top to bottom, show pictures, write no files, and each
 jupytext source (NAME.py, the one to review and edit) matches its paired NAME.ipynb.
 
+A notebook that trains for a time budget reads it from TINYGRAD_LITE_NOTEBOOK_MINUTES; here it is
+SHORT_BUDGET_MINUTES, so the run proves the notebook works without taking the full minute.
+
 Needs the `notebooks` extra (nbclient, jupytext, ipykernel); skipped without it. Select these
 tests alone with `-m notebooks` or leave them out with `-m "not notebooks"`.
 """
@@ -17,6 +20,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9]*.py"))
 IMAGE_TYPES = ("image/svg+xml", "image/png")
 TIMEOUT_PER_CELL = 600
+SHORT_BUDGET_MINUTES = "0.25"
 SYNC_HINT = "edit the .py, then run `jupytext --sync notebooks/{name}.py`"
 
 
@@ -61,7 +65,7 @@ def test_paired_ipynb_matches_the_source_and_has_no_outputs(source):
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
-def test_notebook_runs_shows_pictures_and_writes_no_files(source):
+def test_notebook_runs_shows_pictures_and_writes_no_files(source, monkeypatch):
     jupytext = pytest.importorskip("jupytext")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
@@ -69,6 +73,7 @@ def test_notebook_runs_shows_pictures_and_writes_no_files(source):
     notebook = jupytext.read(source)
     notebook.cells.insert(0, nbformat.v4.new_code_cell("import sys; print(sys.prefix)"))
     before = _files_under(NOTEBOOKS)
+    monkeypatch.setenv("TINYGRAD_LITE_NOTEBOOK_MINUTES", SHORT_BUDGET_MINUTES)  # the kernel inherits it
     with tempfile.TemporaryDirectory() as cwd:
         client = nbclient.NotebookClient(notebook, km=_kernel_manager(), timeout=TIMEOUT_PER_CELL,
                                          resources={"metadata": {"path": cwd}})
