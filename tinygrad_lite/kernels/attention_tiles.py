@@ -45,7 +45,7 @@ def _numba_kernels(numba):
     simd.register(numba)
     register_jitable(inline="always")(tokens_last_into)
     register_jitable(inline="always")(_task)
-    register_jitable(inline="always")(_scores_row)
+    register_jitable(inline="always")(_softmax_block)
     register_jitable(inline="always")(_nonzero_width)
     serial = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
     return SimpleNamespace(tiles_forward=_compile_forward(serial), tiles_backward=_compile_backward(serial))
@@ -68,8 +68,9 @@ def _compile_forward(serial):
         qf, kf, vf, of, wf = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), out.reshape(out.size), \
             weights.reshape(weights.size)
         mf, keepf, reachf = mask_add.reshape(mask_add.size), keep.reshape(keep.size), reach.reshape(reach.size)
-        zero, one = q.dtype.type(0), q.dtype.type(1)
+        zero = q.dtype.type(0)
         kt = np.empty(d * n_pad, q.dtype)                           # Kᵀ of one head, (d, n_pad)
+        scores = np.empty(LANES * n_pad, q.dtype)                   # a block's scores, (rows, width)
         dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃ = P · keep / (1 - p)
         for task in range(B * h):
             b, head, queries, keys, q0, k0, v0, o0, w0 = _task(task, h, d, d_v, T_q, n_pad, q_start, k_start)
@@ -81,25 +82,13 @@ def _compile_forward(serial):
                 for i in range(i0, i1):
                     width = max(width, min(reachf[m_row0 + (i if mask_i else 0)], keys))
                 width = -(-width // LANES) * LANES
-                rows_product(wf, w0 + i0 * n_pad, n_pad, qf, q0 + i0 * h * d, h * d, 1, d, kt, 0, n_pad, i1 - i0,
-                             width)                                 # Q·Kᵀ
-                for i in range(i0, i1):                             # ·scale + mask, − the row's max
-                    _scores_row(wf, w0 + i * n_pad, width, keys, n_pad, scale, mf,
-                                (m_row0 + (i if mask_i else 0)) * n_pad)
-                tile = wf[w0 + i0 * n_pad:w0 + i1 * n_pad]          # a view indexed from 0: LLVM vectorises
-                for t in range(tile.size):
-                    tile[t] = softmax.simd_exp(tile[t])             # 0 from the width on
-                for i in range(i0, i1):                             # / the row's sum
-                    row = w0 + i * n_pad
-                    total = zero
+                rows_product(scores, 0, width, qf, q0 + i0 * h * d, h * d, 1, d, kt, 0, n_pad, i1 - i0, width)  # Q·Kᵀ
+                _softmax_block(scores, i1 - i0, width, keys, scale, mf, (m_row0 + (i0 if mask_i else 0)) * n_pad,
+                               n_pad if mask_i else 0, wf, w0 + i0 * n_pad, n_pad)
+                for i in range(i0, i1 if dropping else i0):
                     for c in range(0, width, LANES):
-                        total += v_sum(wf, row + c)
-                    inv = one / total if total != zero else zero
-                    for c in range(0, width, LANES):
-                        v_shift_scale(wf, row + c, zero, inv)
-                        if dropping:
-                            v_copy(dropped, i * n_pad + c, wf, row + c)
-                            v_keep(dropped, i * n_pad + c, keepf, row + c, keep_scale)
+                        v_copy(dropped, i * n_pad + c, wf, w0 + i * n_pad + c)
+                        v_keep(dropped, i * n_pad + c, keepf, w0 + i * n_pad + c, keep_scale)
                 mixed, m0 = (dropped, i0 * n_pad) if dropping else (wf, w0 + i0 * n_pad)
                 rows_product(of, o0 + i0 * h * d_v, h * d_v, mixed, m0, n_pad, 1, min(width, keys), vf, v0, h * d_v,
                              i1 - i0, d_v)                          # P̃·V
@@ -108,19 +97,36 @@ def _compile_forward(serial):
     return tiles_forward
 
 
-def _scores_row(wf, row, width, keys, n_pad, scale, mf, m):
-    """wf[row:row + n_pad] = the scores ·scale + mf[m:m + width] minus their max, -inf from `keys` and from
-    `width` on (a row with nothing left: all -inf)."""
+def _softmax_block(scores, rows, width, keys, scale, mf, m, m_step, wf, w, n_pad):
+    """wf's rows w, w + n_pad, .. (`rows` of them) = softmax(scores·scale + mask) of a block's scores (rows, width),
+    the mask's rows at mf[m], mf[m + m_step], ..; the keys from `keys` on removed, 0 from `width` on. The block's
+    scores are side by side, so that one loop (LLVM vectorises it) exponentiates them all."""
     zero, minus_inf, one = wf.dtype.type(0), wf.dtype.type(-np.inf), wf.dtype.type(1)
-    for c in range(0, width, LANES):
-        v_scale_add(wf, row + c, scale, mf, m + c)
-    wf[row + min(keys, width):row + n_pad] = minus_inf              # no key there, or past the reach
-    top = minus_inf
-    for c in range(0, width, LANES):
-        top = max(top, v_max(wf, row + c))
-    shift = zero if top == minus_inf else -top
-    for c in range(0, width, LANES):
-        v_shift_scale(wf, row + c, shift, one)
+    for r in range(rows):                                           # ·scale + mask, − the row's max
+        at = r * width
+        for c in range(0, width, LANES):
+            v_scale_add(scores, at + c, scale, mf, m + r * m_step + c)
+        for j in range(keys, width):                                # no key there
+            scores[at + j] = minus_inf
+        top = minus_inf
+        for c in range(0, width, LANES):
+            top = max(top, v_max(scores, at + c))
+        shift = zero if top == minus_inf else -top
+        for c in range(0, width, LANES):
+            v_shift_scale(scores, at + c, shift, one)
+    block = scores[:rows * width]
+    for t in range(block.size):
+        block[t] = softmax.simd_exp(block[t])
+    for r in range(rows):                                           # / the row's sum
+        at, row = r * width, w + r * n_pad
+        total = zero
+        for c in range(0, width, LANES):
+            total += v_sum(scores, at + c)
+        inv = one / total if total != zero else zero
+        for c in range(0, width, LANES):
+            v_copy(wf, row + c, scores, at + c)
+            v_shift_scale(wf, row + c, zero, inv)
+        wf[row + width:row + n_pad] = zero
 
 
 def _compile_backward(serial):
@@ -162,11 +168,9 @@ def _compile_backward(serial):
                         dot += v_dot(g, row + c, wf, w_row + c)
                     for c in range(0, width, LANES):
                         v_softmax_grad(g, row + c, wf, w_row + c, dot, scale)
-                    for j in range(width, n_pad):
-                        g[row + j] = zero
+                    g[row + width:row + n_pad] = zero
                     if dropping:
-                        for j in range(width, n_pad):
-                            dropped[row + j] = zero
+                        dropped[row + width:row + n_pad] = zero
                 rows_product(dqf, q0 + i0 * h * d, h * d, g, i0 * n_pad, n_pad, 1, min(width, keys), kf, k0, h * d,
                              i1 - i0, d)                            # dS·K
             mixed, m0 = (dropped, 0) if dropping else (wf, w0)
