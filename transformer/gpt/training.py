@@ -517,7 +517,7 @@ class GPTTrainer:
         self.report.status("evaluating")
         losses = estimate_loss(self.model, self.data.ids, self.cfg)
         record = {"iter": self.iter, "train_loss": losses["train"], "val_loss": losses["val"],
-                  "lr": get_lr(self.iter, self.cfg), "tokens_per_s": round(self.tokens_per_s(), 1),
+                  "lr": self.lr, "tokens_per_s": round(self.tokens_per_s(), 1),
                   "elapsed": round(self.elapsed(), 2)}
         best = losses["val"] < self.best_val_loss
         if best:
