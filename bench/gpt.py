@@ -3,6 +3,7 @@
     python bench/gpt.py                                  # nanoGPT's CPU recipe, 1 thread
     python bench/gpt.py --threads 2 --repeats 9 --json out.jsonl
     python bench/gpt.py --profile 20                     # also cProfile 20 of our steps
+    python bench/gpt.py --products                       # also time one step's products alone (the BLAS bound)
     python bench/gpt.py --quick --data FILE              # seconds; what the smoke test runs
 
 The recipe is nanoGPT's for a CPU ("I only have a macbook"): 4 layers, 4 heads, n_embd 128,
@@ -15,7 +16,9 @@ Both sides start from the same weights (ours copied into transformer.gpt.interop
 the same batches in the same order, so their losses at equal steps must agree (float32 rounding
 only). Timing alternates the two sides repeat by repeat (bench/train_throughput.alternate) and reports
 the median per step: iterations/s, tokens/s (batch·block_size per iteration) and ours/torch (> 1: we
-are faster).
+are faster). With --products a third side runs just the matrix products of one of our steps (every
+Linear's x·Wᵀ, g·W and gᵀ·x, the tied output layer's too) on NumPy's BLAS: torch's step over that time
+is the most ours/torch could be if everything else took no time.
 """
 from __future__ import annotations
 
@@ -110,6 +113,29 @@ def torch_step(model, losses: list):
     return step
 
 
+def step_products(model, rows: int) -> list:
+    """The (a, b) operands of the products one training step multiplies, as our Linears lay them out
+    (nn.functional.linear): per Linear (out, in), x (rows, in)·Wᵀ, g (rows, out)·W and gᵀ·x; the same for
+    the output layer, tied to the token embedding."""
+    from tinygrad_lite.nn import Linear
+    rng = np.random.default_rng(0)
+    weights = [m.weight.data for m in model.modules() if isinstance(m, Linear)] + [model.token_embedding.weight.data]
+    pairs = []
+    for w in weights:
+        n_out, n_in = w.shape
+        x, g = (rng.standard_normal((rows, n)).astype(w.dtype) for n in (n_in, n_out))
+        pairs += [(x, w.T), (g, w), (g.T, x)]
+    return pairs
+
+
+def products_runner(pairs: list):
+    """A step function (it ignores its batch) that runs the products alone."""
+    def step(_batch):
+        for a, b in pairs:
+            a @ b
+    return step
+
+
 def profile(step, data: list, steps: int, top: int = 25) -> str:
     """cProfile of `steps` of our steps: the `top` functions by their own time."""
     profiler = cProfile.Profile()
@@ -139,13 +165,22 @@ def run(args, threads: int, torch) -> dict:
     ours, theirs = build(config)
     losses = {"ours": [], "torch": []}
     runners = {"ours": our_step(ours, losses["ours"]), "torch": torch_step(theirs, losses["torch"])}
+    pairs = step_products(ours, batch * config.block_size) if args.products else []
+    if pairs:
+        runners["products"] = products_runner(pairs)
     steps, repeats = (1, 2) if args.quick else (args.steps, args.repeats)
     pool = batches(data, steps * repeats + 2, batch, config.block_size)
     samples = alternate(runners, pool, steps, repeats, clock=CLOCKS[args.clock])
     t_ours, t_torch = median(samples["ours"]), median(samples["torch"])
     rows, worst = loss_table(losses, every=max(len(losses["ours"]) // 6, 1))
     tokens = batch * config.block_size
-    return {"config": "quick" if args.quick else "nanogpt-cpu", "threads": threads, "batch": batch,
+    bound = {}
+    if pairs:
+        t_products = median(samples["products"])
+        flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in pairs)
+        bound = {"products_per_step": len(pairs), "gflop_per_step": flops / 1e9, "ms_products": 1e3 * t_products,
+                 "gflops_products": flops / t_products / 1e9, "bound_torch_over_products": t_torch / t_products}
+    return {**bound, "config": "quick" if args.quick else "nanogpt-cpu", "threads": threads, "batch": batch,
             **config.to_dict(), "steps_per_sample": steps, "repeats": repeats,
             "it_s_ours": 1 / t_ours, "it_s_torch": 1 / t_torch, "tok_s_ours": tokens / t_ours,
             "tok_s_torch": tokens / t_torch, "ms_per_it_ours": 1e3 * t_ours, "ms_per_it_torch": 1e3 * t_torch,
@@ -160,6 +195,12 @@ def report(row: dict) -> None:
                      row["tok_s_torch"], row["ratio_ours_over_torch"]]]))
     print()
     print(markdown(["step", "ours loss", "torch loss", "|difference|"], row["losses"]))
+    if "ms_products" in row:
+        print()
+        print(markdown(["products a step", "GFLOP", "products alone ms", "GFLOP/s", "ours ms", "torch ms",
+                        "torch / products (the bound)"],
+                       [[row["products_per_step"], row["gflop_per_step"], row["ms_products"], row["gflops_products"],
+                         row["ms_per_it_ours"], row["ms_per_it_torch"], row["bound_torch_over_products"]]]))
     if row["max_loss_difference"] > 1e-3 * abs(row["initial_loss_torch"]):
         print(f"WARNING: the losses part by {row['max_loss_difference']:.2e}: the two models do not "
               "compute the same thing")
@@ -175,6 +216,8 @@ def main(argv=None):
                         help="wall time, or this process's CPU time (steadier on a shared machine; 1 thread)")
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="also cProfile this many of our steps and print where the time goes")
+    parser.add_argument("--products", action="store_true",
+                        help="also time the products of one of our steps alone, side by side (the BLAS bound)")
     parser.add_argument("--json", help="append the result as one JSON line to this file")
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy model (smoke test)")
     args = parser.parse_args(argv)
