@@ -82,12 +82,12 @@ def notebook_child(case: str, config: str, warmup: int, steps: int) -> dict:
         return batch.target_tokens
     for i in range(warmup):
         step(batches[i % len(batches)])
-    tokens, t0 = 0, time.perf_counter()
+    tokens, t0, c0 = 0, time.perf_counter(), time.process_time()
     for i in range(steps):
         tokens += step(batches[i % len(batches)])
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"case": case, "threads": tl.get_num_threads(), "tok_s": tokens / seconds, "seconds": seconds,
-            "steps": steps, **libraries()}
+            "cpu_seconds": cpu, "steps": steps, **libraries()}
 
 
 def child(case: str, config: str, warmup: int, steps: int) -> dict:
@@ -101,12 +101,12 @@ def child(case: str, config: str, warmup: int, steps: int) -> dict:
         batches = (batches * (1 + (warmup + steps) // len(batches)))[:warmup + steps]
         for batch in batches[:warmup]:
             trainer.train_step(batch)
-        tokens, t0 = 0, time.perf_counter()
+        tokens, t0, c0 = 0, time.perf_counter(), time.process_time()
         for batch in batches[warmup:]:
             tokens += trainer.train_step(batch)[1]
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"case": case, "threads": trainer.threads, "tok_s": tokens / seconds, "seconds": seconds,
-            "steps": steps, **libraries()}
+            "cpu_seconds": cpu, "steps": steps, **libraries()}
 
 
 def libraries() -> dict:
@@ -205,6 +205,12 @@ def report(rows: list, args) -> None:
             ratios = [d / o for d, o in zip(runs("default", b), runs("1", b))]
             print(f"default / 1 thread, {b} busy process(es): {statistics.median(ratios):.2f} "
                   f"(median of {len(ratios)} round ratios; target >= 0.9 with 1 busy)")
+        by = {(r["case"], r["busy"], r["repeat"]): r["tok_s"] * r["seconds"] / r["cpu_seconds"]  # tokens per CPU s
+              for r in rows if r["threads"] == 1}
+        ratios = [by[("default", b, n)] / by[("1", b, n)] for (case, b, n) in by
+                  if case == "default" and ("1", b, n) in by]
+        if ratios:  # one thread each: CPU time is the work done, whatever the neighbours do
+            print(f"default / 1 thread in CPU time: {statistics.median(ratios):.2f} (median of {len(ratios)})")
     if "2" in args.cases and "1" in args.cases:
         for b in busy_levels:
             ratios = [d / o for d, o in zip(runs("2", b), runs("1", b))]

@@ -133,3 +133,12 @@ def test_gpt_recipe_quick(tmp_path):
     assert [e[0] for e in row["evaluations"]] == [0, 10, 20] and row["iters"] == 20
     assert row["max_val_difference"] < 1e-4 and row["final_val_ours"] < row["evaluations"][0][3]
     assert row["it_s_ours"] > 0 and row["it_s_torch"] > 0 and "| quick | 20 |" in out
+
+
+def test_memory_quick(tmp_path):
+    """bench/memory.py samples RSS through a short toy Trainer run and reports the growth."""
+    pytest.importorskip("psutil")
+    out = run("memory.py", "--json", str(tmp_path / "m.jsonl"))
+    samples = rows(tmp_path / "m.jsonl")
+    assert [s["step"] for s in samples] == [3, 6, 9, 12] and all(s["rss_mb"] > 50 for s in samples)
+    assert "| step | epoch | RSS MB |" in out and "growth over the last half: RSS " in out

@@ -1,26 +1,27 @@
 """How many threads the engine's heavy lifting may use: NumPy's BLAS and Numba's pool.
 
-One, unless you say otherwise, wherever the engine is used: Tensor ops, nn, a notebook, a Trainer
-or the CLIs. The count is chosen lazily, where heavy work first starts (ensure_num_threads: the
-first product, nn.functional._product or kernels.matmul, or the first Numba kernel, where
-kernels.backend loads Numba), never on import: importing changes no thread setting and compiles
-nothing. The count: the one this process chose with set_num_threads (the CLIs' --threads,
-TrainConfig.threads), else TINYGRAD_LITE_NUM_THREADS, else 1. The libraries' own variables
-(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMBA_NUM_THREADS) do not choose it: set_num_threads
-overrides them, as the Trainer always did; NUMBA_NUM_THREADS still caps Numba's pool.
+One, unless you say otherwise, wherever the engine is used: Tensor ops, nn, a notebook, a Trainer or
+the CLIs. The count is chosen lazily, where heavy work first starts (ensure_num_threads: the first
+product, nn.functional._product or kernels.matmul, or the first Numba kernel, where kernels.backend
+loads Numba), never on import: importing changes no thread setting and compiles nothing. The count:
+the one this process chose with set_num_threads (the CLIs' --threads, TrainConfig.threads), else
+TINYGRAD_LITE_NUM_THREADS, else 1. The libraries' own variables (OMP_NUM_THREADS,
+OPENBLAS_NUM_THREADS, NUMBA_NUM_THREADS) do not choose it: set_num_threads overrides them, as the
+Trainer always did.
 
-Why 1, measured (bench/threads.py; bench/README.md, "Threads"): the libraries default to one
-thread per core, and their idle workers spin (OpenBLAS for up to 2^28 cycles, libgomp for
-GOMP_SPINCOUNT), so on a shared 2-core machine a SMALL step written by hand (no Trainer) ran at
-0.12x of 1 thread beside one CPU-bound process, and at 0.65x even idle. Non-spinning waits
-(OMP_WAIT_POLICY=passive, OPENBLAS_THREAD_TIMEOUT=4, Numba's workqueue layer) help but stay below
-1 thread (0.24-0.58x): a step split in two still waits for the half whose core is taken; and they
-must be set before NumPy and Numba load, too early for a library to choose them. Small kernels
-already stay on one thread (kernels.backend.threads_for). With idle cores of your own, opt in:
-TINYGRAD_LITE_NUM_THREADS=N or set_num_threads(N) before the first op.
+Why 1, measured (bench/threads.py; bench/README.md, "Threads"): the libraries default to one thread
+per core, and their idle workers spin (OpenBLAS for up to 2^28 cycles, libgomp for GOMP_SPINCOUNT),
+so on a shared 2-core machine a SMALL step written by hand (no Trainer) ran at 0.12-0.21x of 1
+thread beside one CPU-bound process; chosen here, the default runs as 1 thread (0.96x beside it,
+1.05x without: noise). Non-spinning waits (OMP_WAIT_POLICY=passive, OPENBLAS_THREAD_TIMEOUT=4,
+Numba's workqueue layer) help but stay below 1 thread (0.24-0.58x): a step split in two still waits
+for the half whose core is taken; and they must be set before NumPy and Numba load, too early for a
+library to choose them. Small kernels already stay on one thread (kernels.backend.threads_for). With
+idle cores of your own, opt in: TINYGRAD_LITE_NUM_THREADS=N or set_num_threads(N) before the first
+op.
 
-Numba sizes its pool when it is first imported: a process whose count was 1 when Numba loaded
-keeps Numba at 1 (BLAS still follows later counts), so choose before the first op.
+Numba sizes its pool when it is first imported: a process whose count was 1 when Numba loaded keeps
+Numba at 1 (BLAS still follows later counts), so choose before the first op.
 """
 from __future__ import annotations
 
