@@ -56,12 +56,21 @@ MODES = {"notebook": "small", "trainer": "toy"}               # each step's defa
 BUSY = "import os, sys\nwhile os.getppid() == int(sys.argv[1]):\n    for _ in range(10 ** 6): pass\n"
 
 
+def numba_pool_of_the_case(case: str) -> None:
+    """A case's own NUMBA_NUM_THREADS, which set_num_threads overwrote, back before Numba loads."""
+    pool = CASES[case][1].get("NUMBA_NUM_THREADS")
+    if pool is not None:
+        assert "numba" not in sys.modules, "numba loaded before the case could size its pool"
+        os.environ["NUMBA_NUM_THREADS"] = pool
+
+
 def notebook_child(case: str, config: str, warmup: int, steps: int) -> dict:
     """One measurement, in this (fresh) process: the step a learner writes, no Trainer."""
     threads, _ = CASES[case]
     import tinygrad_lite as tl
     if threads is not None:
         tl.set_num_threads(threads)
+    numba_pool_of_the_case(case)
     from train_throughput import CONFIGS as SIZES
     from train_throughput import PAD, QUICK, build_ours, random_batches
 
@@ -97,6 +106,7 @@ def child(case: str, config: str, warmup: int, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(out=out, progress=False, threads=threads, **CONFIGS[config])
         trainer = Trainer(cfg)
+        numba_pool_of_the_case(case)
         batches = epoch_batches(trainer.data, cfg, 0)
         batches = (batches * (1 + (warmup + steps) // len(batches)))[:warmup + steps]
         for batch in batches[:warmup]:
