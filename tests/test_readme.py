@@ -78,8 +78,14 @@ def test_each_readme_command_parses_and_writes_under_runs(command):
     if module == "viz":
         from viz.__main__ import build_parser
         build_parser().parse_args(argv)
+    elif argv[:1] == ["gpt"]:
+        from transformer.gpt.__main__ import build_parser, nanogpt_spelling
+        parser = build_parser()
+        parser.parse_args(nanogpt_spelling(argv[1:], parser.flags))
     else:
         from transformer.__main__ import parse
         parse(argv)
     outputs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--out", "--show-attention")]
+    if argv[:2] == ["gpt", "train"]:
+        outputs.append(argv[argv.index("--out") + 1] if "--out" in argv else "runs/gpt")
     assert all(o.startswith("runs/") for o in outputs), outputs
