@@ -11,14 +11,14 @@ Trainer always did.
 
 Why 1, measured (bench/threads.py; bench/README.md, "Threads"): the libraries default to one thread
 per core, and their idle workers spin (OpenBLAS for up to 2^28 cycles, libgomp for GOMP_SPINCOUNT),
-so on a shared 2-core machine a SMALL step written by hand (no Trainer) ran at 0.12-0.21x of 1
+so on a shared 2-core machine a SMALL step written by hand (no Trainer) ran at 0.09-0.21x of 1
 thread beside one CPU-bound process; chosen here, the default runs as 1 thread (0.96x beside it,
 1.05x without: noise). Non-spinning waits (OMP_WAIT_POLICY=passive, OPENBLAS_THREAD_TIMEOUT=4,
-Numba's workqueue layer) help but stay below 1 thread (0.24-0.58x): a step split in two still waits
-for the half whose core is taken; and they must be set before NumPy and Numba load, too early for a
-library to choose them. Small kernels already stay on one thread (kernels.backend.threads_for). With
-idle cores of your own, opt in: TINYGRAD_LITE_NUM_THREADS=N or set_num_threads(N) before the first
-op.
+Numba's workqueue layer) help but do not beat 1 thread (0.31-1.03x beside it, 0.10-0.15x with other
+jobs about): a step split in two still waits for the half whose core is taken; and they must be set
+before NumPy and Numba load, too early for a library to choose them. Small kernels already stay on
+one thread (kernels.backend.threads_for). With idle cores of your own, opt in:
+TINYGRAD_LITE_NUM_THREADS=N or set_num_threads(N) before the first op.
 
 Numba sizes its pool when it is first imported: a process whose count was 1 when Numba loaded keeps
 Numba at 1 (BLAS still follows later counts), so choose before the first op.
