@@ -44,6 +44,8 @@ from . import numpy_sgemm
 from .decode_memory import DecodeMemory
 from .decoder_weights import Layout, generator_weight, layout_for, linears_of, stack_of, stacked, supports
 from .numpy_sgemm import NO_TRANS, ROW_MAJOR, TRANS
+from .rows import layer_norm_rows
+from .rows import register_numba as register_rows
 
 __all__ = ["DecoderKernel", "supports"]
 
@@ -77,34 +79,16 @@ def _linear(x, weight, bias, stack):
     return y
 
 
-def _layer_norm(x, weight, bias, eps):
-    """Each row: (x - mean) / sqrt(var + eps) · weight + bias (biased variance, as PyTorch)."""
-    y = np.empty_like(x)
-    d = x.shape[1]
-    for r in range(x.shape[0]):
-        total = 0.0
-        for j in range(d):
-            total += x[r, j]
-        mean = total / d
-        square = 0.0
-        for j in range(d):
-            square += (x[r, j] - mean) ** 2
-        rstd = 1.0 / math.sqrt(square / d + eps)
-        for j in range(d):
-            y[r, j] = (x[r, j] - mean) * rstd * weight[j] + bias[j]
-    return y
-
-
 def _norm_in(x, stack, i, norm_first):
     """What sub-layer i reads: LayerNorm(x) for pre-LN, x for post-LN."""
     norms, eps = stack.norms, stack.eps
-    return _layer_norm(x, norms[i, 0], norms[i, 1], eps[i]) if norm_first else x
+    return layer_norm_rows(x, norms[i, 0], norms[i, 1], eps[i]) if norm_first else x
 
 
 def _norm_out(x, y, stack, i, norm_first):
     """Add & Norm after sub-layer i gave y: x + y (pre-LN), LayerNorm(x + y) (post-LN)."""
     norms, eps = stack.norms, stack.eps
-    return x + y if norm_first else _layer_norm(x + y, norms[i, 0], norms[i, 1], eps[i])
+    return x + y if norm_first else layer_norm_rows(x + y, norms[i, 0], norms[i, 1], eps[i])
 
 
 def _feed_forward(h, stack, layer):
@@ -201,7 +185,7 @@ def _embed(ids, positions, stack):
 
 
 def _final_norm(x, stack, index):
-    return _layer_norm(x, stack.norms[index, 0], stack.norms[index, 1], stack.eps[index]) if stack.final_norm else x
+    return layer_norm_rows(x, stack.norms[index, 0], stack.norms[index, 1], stack.eps[index]) if stack.final_norm else x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,8 +292,9 @@ def _kernels(numba):
     global _NUMPY_SGEMM
     _NUMPY_SGEMM, found = numpy_sgemm.bind()
     softmax.register_numba()
+    register_rows()
     panels.register_numba()
-    for part in (_linear, _layer_norm, _norm_in, _norm_out, _feed_forward, _attend, _first_max, _log_sum_exp,
+    for part in (_linear, _norm_in, _norm_out, _feed_forward, _attend, _first_max, _log_sum_exp,
                  _log_softmax, _embed, _final_norm, decoder_step):
         register_jitable(fastmath=FASTMATH)(part)
     njit = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)

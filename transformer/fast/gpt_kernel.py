@@ -30,6 +30,9 @@ from tinygrad_lite.kernels import get_backend, softmax
 from tinygrad_lite.kernels.backend import FASTMATH, lazy_kernels
 from tinygrad_lite.kernels.softmax import simd_exp
 
+from .rows import layer_norm_rows
+from .rows import register_numba as register_rows
+
 __all__ = ["GPTKernel", "supports"]
 
 ACTIVATION_CODES = {"relu": 0, "gelu": 1, "gelu_tanh": 2}
@@ -63,24 +66,6 @@ def _linear(x, weight, bias):
     for r in range(y.shape[0]):
         for j in range(y.shape[1]):
             y[r, j] += bias[j]
-    return y
-
-
-def _layer_norm(x, weight, bias, eps):
-    """Each row: (x - mean) / sqrt(var + eps) · weight + bias (biased variance, as PyTorch)."""
-    y = np.empty_like(x)
-    d = x.shape[1]
-    for r in range(x.shape[0]):
-        total = 0.0
-        for j in range(d):
-            total += x[r, j]
-        mean = total / d
-        square = 0.0
-        for j in range(d):
-            square += (x[r, j] - mean) ** 2
-        rstd = 1.0 / math.sqrt(square / d + eps)
-        for j in range(d):
-            y[r, j] = (x[r, j] - mean) * rstd * weight[j] + bias[j]
     return y
 
 
@@ -135,7 +120,7 @@ def _norm(x, stack, layer, which, on):
     """LN1 (which=0) or LN2 (1) of `layer` on x when `on`, else x."""
     if not on:
         return x
-    return _layer_norm(x, stack.norms[layer, which, 0], stack.norms[layer, which, 1], stack.eps[layer, which])
+    return layer_norm_rows(x, stack.norms[layer, which, 0], stack.norms[layer, which, 1], stack.eps[layer, which])
 
 
 def forward(ids, start, stack, heads, norm_first, activation, k_cache, v_cache):
@@ -154,7 +139,7 @@ def forward(ids, start, stack, heads, norm_first, activation, k_cache, v_cache):
         hidden = _activate(_linear(_norm(x, stack, layer, 1, norm_first), stack.w_1[layer], stack.b_1[layer]),
                            activation)
         x = _norm(x + _linear(hidden, stack.w_2[layer], stack.b_2[layer]), stack, layer, 1, not norm_first)
-    last = _layer_norm(x[T - 1:], stack.final[0], stack.final[1], stack.final_eps)
+    last = layer_norm_rows(x[T - 1:], stack.final[0], stack.final[1], stack.final_eps)
     return np.dot(stack.wte, last[0])
 
 
@@ -163,7 +148,8 @@ def _kernels(numba):
     """Compile-on-first-use: forward."""
     from numba.extending import register_jitable
     softmax.register_numba()
-    for part in (_linear, _layer_norm, _activate, _attend, _norm):
+    register_rows()
+    for part in (_linear, _activate, _attend, _norm):
         register_jitable(fastmath=FASTMATH)(part)
     return SimpleNamespace(forward=functools.partial(numba.njit, cache=True, fastmath=FASTMATH)(forward))
 
