@@ -184,7 +184,7 @@ def test_every_op_the_engine_can_record_has_its_local_rule():
 @pytest.mark.parametrize("args, expected", [
     (["explore", "xor", "--out", "{tmp}/x.svg"], "expected one of html"),
     (["explore", "xor", "--out", "{tmp}/a_file/x.html"], "not a directory"),
-    (["explore", "--out", "{tmp}/x.html"], "xor, mlp or transformer"),
+    (["explore", "--out", "{tmp}/x.html"], "xor, mlp, transformer or gpt"),
     (["explore", "xor", "--depth", "1", "--out", "{tmp}/x.html"], "has none"),
 ])
 def test_bad_out_or_step_is_one_line_and_exit_code_2(tmp_path, args, expected):
