@@ -16,6 +16,7 @@ marked "data parallel"; with one process each is a no-op.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -687,3 +688,13 @@ def _ctrl_c_between_steps():
         signal.signal(signal.SIGINT, previous)
         _CTRL_C_PRESSED.clear()
     return restore
+
+
+@contextlib.contextmanager
+def ctrl_c_between_steps():
+    """_ctrl_c_between_steps as a context: yields the list that the first Ctrl-C makes non-empty."""
+    restore = _ctrl_c_between_steps()
+    try:
+        yield _CTRL_C_PRESSED
+    finally:
+        restore()

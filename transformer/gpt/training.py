@@ -19,7 +19,6 @@ The loop reports through a callback (transformer.train.TrainingReport); the CLI 
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -37,7 +36,7 @@ from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.optim import AdamW, clip_grad_norm_
 from tinygrad_lite.threads import use_num_threads
 
-from ..train import TrainingDiverged, TrainingReport
+from ..train import Interrupted, TrainingDiverged, TrainingReport, ctrl_c_between_steps
 from .model import FORMAT, GPT, GPTConfig
 from .text import builtin_text, split
 from .tokenizers import TOKENIZERS, tokenizer_from_dict, train_tokenizer
@@ -304,34 +303,6 @@ def resume_config(out, overrides: dict | None = None) -> GPTTrainConfig:
     return GPTTrainConfig(**{**kept, **overrides, "out": out, "resume": True})
 
 
-@contextlib.contextmanager
-def ctrl_c_between_iterations():
-    """Ctrl-C asks the loop to stop after the current iteration (a list that becomes non-empty), so
-    the checkpoint never holds half an update; a second Ctrl-C interrupts at once. Outside the main
-    thread nothing changes."""
-    import signal
-    import threading
-    pressed: list = []
-    if threading.current_thread() is not threading.main_thread():
-        yield pressed
-        return
-
-    def on_ctrl_c(signum, frame):
-        if pressed:
-            raise KeyboardInterrupt
-        pressed.append(signum)
-
-    previous = signal.signal(signal.SIGINT, on_ctrl_c)
-    try:
-        yield pressed
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C ended the run after an iteration; the checkpoint was saved."""
-
-
 class GPTTrainer:
     """Runs a GPTTrainConfig: reads the data, builds the GPT and AdamW (or restores all of it from
     OUT/checkpoint.safetensors when cfg.resume), and run() trains. `report` (a TrainingReport) hears
@@ -417,7 +388,7 @@ class GPTTrainer:
         self.started = time.perf_counter()
         self.deadline = None if cfg.minutes is None else self.started + 60 * cfg.minutes
         try:
-            with ctrl_c_between_iterations() as pressed:
+            with ctrl_c_between_steps() as pressed:
                 self.loop(pressed)
                 if self.evaluated_at != self.iter:
                     self.evaluate()                                    # the closing evaluation
