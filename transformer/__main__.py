@@ -78,8 +78,8 @@ non_negative_float = _number(float, "a number", lambda v: math.isfinite(v) and v
 positive_float = _number(finite_float, "a number", lambda v: v > 0, "> 0")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m transformer", description=__doc__.splitlines()[0])
+def global_flags(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--debug and --threads on `p`, and the parent parser that lets each subcommand take them too."""
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
     common.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS,
                         help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="python -m transformer", description=__doc__.splitlines()[0])
+    common = global_flags(p)
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", parents=[common], help="train the translator (built-in corpus by default)",
                        description="Train the translator. Data parallel: mpiexec -n K python -m transformer "

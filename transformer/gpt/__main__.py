@@ -21,6 +21,7 @@ from transformer.__main__ import (
     OneLineParser,
     check_input_file,
     check_output_dir,
+    global_flags,
     non_negative_float,
     non_negative_int,
     one_line,
@@ -45,13 +46,7 @@ def default_checkpoint(out: str = DEFAULTS["out"]) -> str:
 
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="python -m transformer gpt", description=__doc__.splitlines()[0])
-    p.add_argument("--debug", action="store_true", help="show full tracebacks")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
-    common.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS,
-                        help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
+    common = global_flags(p)
     sub = p.add_subparsers(dest="command", required=True)
     add_train_parser(sub, common)
     add_eval_parser(sub, common)
