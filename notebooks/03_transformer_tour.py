@@ -32,6 +32,7 @@
 
 # %%
 import math
+import os
 import tempfile
 
 import numpy as np
@@ -54,6 +55,8 @@ from transformer.translator import Translator
 from viz import draw_graph, plots
 
 tl.set_num_threads(1)  # at these small shapes a second thread gains little (the CLIs default to 1 too)
+
+MINUTES = float(os.environ.get("TINYGRAD_LITE_NOTEBOOK_MINUTES", 2.0))  # the training budget (the tests shrink it)
 
 
 def random_batch(*shape, seed=0):
@@ -234,12 +237,12 @@ assert ffn == 2 * 512 * 2048 + 2048 + 512 and abs(ffn / total - 2 / 3) < 0.01
 # `Trainer` follows the paper's recipe (Adam with β₂ = 0.98, the warm-up learning-rate schedule,
 # label smoothing 0.1, dropout 0.1), here with a smaller model than `python -m transformer train`
 # (d_model 64 instead of 128) and four epochs instead of ten, so that it trains in under two
-# minutes on one core. After each epoch it scores greedy translations of 200 held-out sentences.
+# minutes on one core (`MINUTES` caps it). After each epoch it scores greedy translations of 200 held-out sentences.
 
 # %%
 with tempfile.TemporaryDirectory() as run_dir:
     config = TrainConfig(out=run_dir, d_model=64, heads=4, layers=2, d_ff=128, warmup=200, lr=2.0,
-                         epochs=4, dev_bleu_size=200, progress=False)
+                         epochs=4, minutes=MINUTES, dev_bleu_size=200, progress=False)
     trainer = Trainer(config)
     report = trainer.run()
     translator = Translator.load(trainer.best_path)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
+
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent

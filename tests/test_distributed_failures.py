@@ -8,9 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_distributed import ENV, ROOT, TOY, WORKER, corpus, mpiexec  # noqa: F401  (fixtures)
 
 from tinygrad_lite.checkpoint import load
+
+pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
 
 
 def start(mpiexec, out, *args, env=None):  # noqa: F811

@@ -19,6 +19,8 @@ from transformer.progress import ProgressBar
 from transformer.train import TrainConfig, Trainer, TrainingReport
 from transformer.translator import Translator, for_display, normalize_english
 
+pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
+
 ROOT = Path(__file__).resolve().parents[1]
 TATOEBA = ROOT / "tests" / "fixtures" / "tatoeba_small.tsv"
 TINY = ["--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--max-tokens", "600"]

@@ -28,6 +28,8 @@ import pytest
 from tinygrad_lite.checkpoint import load
 from transformer.translator import Translator
 
+pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "TINYGRAD_LITE_BACKEND": "numpy", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
        "NUMBA_NUM_THREADS": "1"}

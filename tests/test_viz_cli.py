@@ -16,6 +16,8 @@ from matplotlib import image as mpimg
 from viz.fast_ops import FAST_OPS
 from viz.render import RENDERER_ENV, find_renderer
 
+pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
+
 REPO = Path(__file__).resolve().parents[1]
 SVG = "{http://www.w3.org/2000/svg}"
 SENTENCE = "这是一个苹果"

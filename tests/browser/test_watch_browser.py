@@ -1,4 +1,4 @@
-"""The live training page in a real browser: a 30-second training run with --explore, watched
+"""The live training page in a real browser: a 15-second training run with --explore, watched
 from its start to its end."""
 import json
 import subprocess
@@ -12,12 +12,12 @@ def count(driver, element_id) -> int:
     return int(driver.find_element("id", element_id).get_attribute("data-count"))
 
 
-def test_the_page_follows_a_30_second_run(browser, page_checks, tmp_path):
-    proc, url = start_explore_run(tmp_path, "--minutes", "0.5", "--eval-every", "40", *TINY)
+def test_the_page_follows_a_15_second_run(browser, page_checks, tmp_path):
+    proc, url = start_explore_run(tmp_path, "--minutes", "0.25", "--eval-every", "20", *TINY)
     try:
         browser.get(url)
         WebDriverWait(browser, 60).until(lambda d: count(d, "events") > 0)
-        proc.wait(timeout=180)  # the run stops by itself (--minutes 0.5)
+        proc.wait(timeout=180)  # the run stops by itself (--minutes 0.25)
     finally:
         if proc.poll() is None:
             proc.kill()

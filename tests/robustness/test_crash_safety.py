@@ -14,6 +14,8 @@ import pytest
 from tinygrad_lite.checkpoint import load
 from transformer.translator import Translator
 
+pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
+
 TINY = ["--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--max-tokens", "600",
         "--no-progress", "--seed", "5", "--save-every", "1"]
 STEPS = 12  # long enough that the kill lands while training runs, even if polls miss saves
