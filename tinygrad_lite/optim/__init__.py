@@ -1,9 +1,10 @@
-"""Optimizers (SGD, Adam, AdamW with PyTorch's exact updates), learning-rate schedules
+"""Optimizers (SGD, Adam, AdamW and Muon with PyTorch's exact updates), learning-rate schedules
 (including the paper's warm-up schedule, NoamLR) and gradient clipping."""
 from . import lr_scheduler
 from .adam import Adam, AdamW
 from .clip import clip_grad_norm_
 from .lr_scheduler import CosineAnnealingLR, LambdaLR, LRScheduler, NoamLR, StepLR
+from .muon import Muon
 from .optimizer import Optimizer
 from .sgd import SGD
 
@@ -14,6 +15,7 @@ __all__ = [
            "CosineAnnealingLR",
            "LRScheduler",
            "LambdaLR",
+           "Muon",
            "NoamLR",
            "Optimizer",
            "StepLR",
