@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinygrad_lite import checkpoint
+from tinygrad_lite import checkpoint, optim
 from transformer.gpt import GPT
 from transformer.gpt.__main__ import build_parser, main, nanogpt_spelling
 from transformer.gpt.tokenizers import CharTokenizer
@@ -120,12 +120,13 @@ def checkpoint_arrays(out) -> dict:
     return arrays
 
 
-def test_resume_continues_bit_exactly(tmp_path, text_file):
-    """6 iterations, then 6 more with resume == 12 in one go: weights and AdamW's moments bit for bit
-    (with dropout on, so the engine's random state must come back too)."""
-    straight = toy_config(tmp_path / "a", text_file, dropout=0.1, max_iters=12, eval_interval=4)
+@pytest.mark.parametrize("optimizer", ["muon", "adamw"])
+def test_resume_continues_bit_exactly(tmp_path, text_file, optimizer):
+    """6 iterations, then 6 more with resume == 12 in one go: weights and the optimizers' moments bit
+    for bit (with dropout on, so the engine's random state must come back too)."""
+    straight = toy_config(tmp_path / "a", text_file, dropout=0.1, max_iters=12, eval_interval=4, optimizer=optimizer)
     GPTTrainer(straight).run()
-    first = toy_config(tmp_path / "b", text_file, dropout=0.1, max_iters=6, eval_interval=4)
+    first = toy_config(tmp_path / "b", text_file, dropout=0.1, max_iters=6, eval_interval=4, optimizer=optimizer)
     GPTTrainer(first).run()
     summary = GPTTrainer(resume_config(first.out, {"max_iters": 12})).run()
     assert summary["iters"] == 12
@@ -143,9 +144,33 @@ def test_resume_refuses_another_model_or_other_data(tmp_path, text_file):
     GPTTrainer(cfg).run()
     with pytest.raises(ValueError, match="n_layer: checkpoint 1, now 2"):
         resume_config(cfg.out, {"n_layer": 2})
+    with pytest.raises(ValueError, match="optimizer: checkpoint 'muon', now 'adamw'"):
+        resume_config(cfg.out, {"optimizer": "adamw"})
     text_file.write_text(SENTENCE * 41, encoding="utf-8")
     with pytest.raises(ValueError, match="SHA-256 differs"):
         GPTTrainer(resume_config(cfg.out))
+
+
+def test_muon_takes_the_blocks_matrices_and_adamw_the_rest_on_one_schedule(tmp_path, text_file):
+    """Muon for W^Q, W^K, W^V, W^O, W1, W2 of every block; AdamW for the embeddings (the tied output
+    layer too) with decay and the gains without; every parameter in exactly one group; Muon's lr
+    keeps its ratio to AdamW's through warmup and decay."""
+    trainer = GPTTrainer(toy_config(tmp_path, text_file, n_layer=2, muon_lr=0.05, learning_rate=2e-3))
+    muon, adamw = trainer.optimizer.optimizers
+    assert isinstance(muon, optim.Muon) and isinstance(adamw, optim.AdamW)
+    names = {id(p): n for n, p in trainer.model.named_parameters()}
+    in_muon = sorted(names[id(p)].split(".", 2)[2] for g in muon.param_groups for p in g["params"])
+    assert in_muon == sorted(["self_attn.w_q.weight", "self_attn.w_k.weight", "self_attn.w_v.weight",
+                              "self_attn.w_o.weight", "feed_forward.w_1.weight", "feed_forward.w_2.weight"] * 2)
+    decayed, not_decayed = ([names[id(p)] for p in g["params"]] for g in adamw.param_groups)
+    assert sorted(decayed) == ["position_embedding.weight", "token_embedding.weight"]
+    assert all(n.endswith("norm.weight") for n in not_decayed)
+    grouped = [id(p) for g in trainer.optimizer.param_groups for p in g["params"]]
+    assert sorted(grouped) == sorted(names) and len(set(grouped)) == len(grouped)
+    for it in (0, 1, 5, 19):
+        trainer.set_lr(get_lr(it, trainer.cfg))
+        assert muon.param_groups[0]["lr"] == pytest.approx(25 * adamw.param_groups[0]["lr"], rel=1e-12)
+        assert adamw.param_groups[0]["lr"] == get_lr(it, trainer.cfg)
 
 
 def test_the_time_budget_stops_the_run_and_saves(tmp_path, text_file):

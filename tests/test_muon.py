@@ -80,11 +80,12 @@ def test_one_step_is_torch_shipped_muon_up_to_its_bfloat16_products():
 def test_newton_schulz_keeps_the_singular_vectors_and_evens_out_the_values(shape):
     G = np.random.default_rng(1).standard_normal(shape)
     U, S, Vt = np.linalg.svd(G, full_matrices=False)
-    O = newton_schulz(G)
-    s = np.linalg.svd(O, compute_uv=False)
+    ortho = newton_schulz(G)
+    s = np.linalg.svd(ortho, compute_uv=False)
     assert S.max() / S.min() > 5                                     # uneven before
     assert 0.5 < s.min() and s.max() < 1.5                           # about even after
-    np.testing.assert_allclose(U.T @ O @ Vt.T, np.diag(np.diag(U.T @ O @ Vt.T)), atol=1e-8)  # same U, V
+    in_svd_basis = U.T @ ortho @ Vt.T
+    np.testing.assert_allclose(in_svd_basis, np.diag(np.diag(in_svd_basis)), atol=1e-8)  # same U, V
 
 
 def test_zero_gradient_leaves_a_matrix_only_decayed():
@@ -125,5 +126,47 @@ def test_bad_settings_are_named(kwargs, message):
 
 
 def test_a_vector_or_a_3d_tensor_is_refused_with_its_shape():
-    with pytest.raises(ValueError, match=r"Muon: every parameter must be a 2-D matrix, got shapes \[\(4,\), \(2, 2, 2\)\]"):
+    shapes = r"\[\(4,\), \(2, 2, 2\)\]"
+    with pytest.raises(ValueError, match="Muon: every parameter must be a 2-D matrix, got shapes " + shapes):
         optim.Muon([nn.Parameter(np.zeros(4)), nn.Parameter(np.zeros((2, 2))), nn.Parameter(np.zeros((2, 2, 2)))])
+
+
+def test_combined_optimizer_steps_each_and_round_trips_its_state():
+    weights, grads = weights_and_gradients(seed=4)
+    vector = np.random.default_rng(5).standard_normal(3).astype(np.float32)
+
+    def build(lr_muon=0.02):
+        params = [nn.Parameter(w.copy()) for w in weights]
+        bias = nn.Parameter(vector.copy())
+        return params, bias, optim.CombinedOptimizer(optim.Muon(params, lr=lr_muon), optim.AdamW([bias], lr=0.01))
+
+    params, bias, opt = build()
+    alone = run_ours(weights, grads, lr=0.02)
+    for step, step_grads in enumerate(grads):
+        if step == STEPS // 2:
+            saved = opt.state_dict()
+            params2, bias2, opt = build(lr_muon=0.5)
+            for new, old in zip(params2 + [bias2], params + [bias]):
+                new.data[...] = old.data
+            params, bias = params2, bias2
+            opt.load_state_dict(saved)
+        opt.zero_grad()
+        for p, g in zip(params, step_grads):
+            p.grad = None if g is None else g.copy()
+        bias.grad = np.ones(3, np.float32)
+        opt.step()
+    for a, b in zip(alone, [p.data for p in params]):
+        np.testing.assert_array_equal(a, b)
+    assert len(opt.param_groups) == 2 and opt.param_groups[0]["lr"] == 0.02
+    assert np.all(bias.data < vector)                       # AdamW moved the bias down its gradient
+
+
+def test_combined_optimizer_refuses_a_shared_parameter_and_a_foreign_state():
+    w = nn.Parameter(np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match="more than one of the optimizers"):
+        optim.CombinedOptimizer(optim.Muon([w]), optim.AdamW([w]))
+    with pytest.raises(TypeError, match="expected one or more optimizers"):
+        optim.CombinedOptimizer([optim.Muon([w])])
+    opt = optim.CombinedOptimizer(optim.Muon([w]))
+    with pytest.raises(ValueError, match=r"saved optimizers \['AdamW'\], this one holds \['Muon'\]"):
+        opt.load_state_dict(optim.CombinedOptimizer(optim.AdamW([w])).state_dict())

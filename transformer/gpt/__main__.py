@@ -105,7 +105,10 @@ def add_optimisation_flags(t) -> None:
     o = t.add_argument_group("the optimisation (nanoGPT's names)")
     config_flag(t, "batch_size", "windows a batch", type=positive_int, group=o)
     config_flag(t, "max_iters", "iterations at most", type=positive_int, group=o)
-    config_flag(t, "learning_rate", "the peak learning rate", type=positive_float, group=o)
+    config_flag(t, "optimizer", "muon: Muon for the blocks' matrices and AdamW for the rest; adamw: AdamW for all "
+                "(nanoGPT's)", choices=["muon", "adamw"], group=o)
+    config_flag(t, "learning_rate", "the peak learning rate (AdamW's)", type=positive_float, group=o)
+    config_flag(t, "muon_lr", "Muon's peak learning rate, on the same schedule", type=positive_float, group=o)
     config_flag(t, "decay_lr", "warmup then cosine decay; off: a constant --learning-rate",
                 action=argparse.BooleanOptionalAction, group=o)
     config_flag(t, "warmup_iters", "iterations of linear warmup", type=non_negative_int, group=o)
@@ -113,7 +116,7 @@ def add_optimisation_flags(t) -> None:
                 shown="the run's end: when the --minutes budget is spent, or at --max-iters if untimed",
                 type=positive_int, group=o)
     config_flag(t, "min_lr", "the learning rate after the decay", type=non_negative_float, group=o)
-    config_flag(t, "weight_decay", "AdamW's decoupled weight decay, on the matrices", type=non_negative_float,
+    config_flag(t, "weight_decay", "decoupled weight decay, on the matrices", type=non_negative_float,
                 group=o)
     config_flag(t, "beta1", "AdamW's beta1", type=non_negative_float, group=o)
     config_flag(t, "beta2", "AdamW's beta2", type=non_negative_float, group=o)
@@ -231,8 +234,9 @@ def print_training_header(trainer) -> None:
            "the end of the time budget" if cfg.minutes is not None else f"iter {cfg.max_iters:,}")
     schedule = (f"{cfg.learning_rate:g} -> {cfg.min_lr:g} (warmup {cfg.warmup_iters}, cosine to {end})"
                 if cfg.decay_lr else f"{cfg.learning_rate:g}")
+    muon = f"; Muon at {cfg.muon_lr:g} on the same schedule" if cfg.optimizer == "muon" else ""
     print(f"model: n_layer {cfg.n_layer}, n_head {cfg.n_head}, n_embd {cfg.n_embd}, block_size {cfg.block_size}: "
-          f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}")
+          f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}{muon}")
     budget = f"{cfg.minutes:g} min or " if cfg.minutes is not None else ""
     print(f"budget: {budget}{cfg.max_iters:,} iterations; evaluating every {cfg.eval_interval} "
           f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s)", flush=True)

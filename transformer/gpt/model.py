@@ -240,6 +240,11 @@ class GPT(Module):
         return [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
                 {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
 
+    def block_matrices(self) -> list:
+        """The weight matrices inside the blocks (attention's W^Q, W^K, W^V, W^O and the FFN's W1, W2):
+        Muon's share; the embeddings (also the tied output layer), gains and biases are AdamW's."""
+        return [p for block in self.blocks for p in block.parameters() if p.ndim == 2]
+
     def save(self, path, metadata: dict | None = None) -> None:
         """A safetensors checkpoint (tinygrad_lite.checkpoint) of the weights, with the config and
         `metadata` (e.g. the tokenizer) in its header."""

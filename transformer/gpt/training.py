@@ -4,13 +4,14 @@
               -> the first 90% of the characters train, the last 10% validate (or --val FILE)
     batch     =  batch_size random windows of block_size tokens, targets shifted by one (get_batch)
     lr(it)    =  linear warmup over warmup_iters, then cosine decay to min_lr at lr_decay_iters (get_lr)
-    step      =  loss -> backward -> clip the gradient norm at grad_clip -> AdamW (decay on matrices only)
+    step      =  loss -> backward -> clip the gradient norm at grad_clip -> Muon for the blocks' matrices
+                 and AdamW for the rest (--optimizer muon, the default), or AdamW for all (nanoGPT's)
     every eval_interval iterations: the mean loss of eval_iters batches of each split (estimate_loss);
     the best val loss so far is kept as best.safetensors, the run as checkpoint.safetensors.
 
 Runs are reproducible and resumable: batches come from their own seeded NumPy Generator, dropout
 from the engine's (tinygrad_lite.random); the checkpoint stores both states with the weights and
-AdamW's moments, so N iterations, then N more with --resume, give the weights of 2N in one go, bit
+the optimizers' moments, so N iterations, then N more with --resume, give the weights of 2N in one go, bit
 for bit. Evaluations draw their windows from a third generator, seeded afresh each time: every
 evaluation of a run scores the same windows (the curve moves with the model only), and evaluating
 changes nothing that training draws.
@@ -33,7 +34,7 @@ from tinygrad_lite import checkpoint, no_grad
 from tinygrad_lite.checks import int_at_least, number, one_of, positive_int, probability
 from tinygrad_lite.files import atomic_write
 from tinygrad_lite.memory import keep_freed_memory
-from tinygrad_lite.optim import AdamW, clip_grad_norm_
+from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon, clip_grad_norm_
 from tinygrad_lite.threads import use_num_threads
 
 from ..train import Interrupted, TrainingDiverged, TrainingReport, ctrl_c_between_steps
@@ -42,6 +43,7 @@ from .text import builtin_text, split
 from .tokenizers import TOKENIZERS, tokenizer_from_dict, train_tokenizer
 
 TRAINING_FORMAT = "tinygrad-lite-gpt-training/1"  # checkpoint.safetensors: the run, resumable
+OPTIMIZERS = ("muon", "adamw")
 BATCHES, EVALUATION = 1, 2                             # the seeded streams besides the engine's
 
 
@@ -76,7 +78,9 @@ class GPTTrainConfig:
     bias: bool = False
     batch_size: int = 8
     max_iters: int = 100_000
-    learning_rate: float = 3e-3
+    optimizer: str = "muon"          # "muon": Muon for the blocks' matrices, AdamW for the rest; "adamw": nanoGPT's
+    learning_rate: float = 3e-3      # AdamW's (all parameters, or with Muon the embeddings and gains)
+    muon_lr: float = 0.02            # Muon's, scaled through the run as learning_rate is
     decay_lr: bool = True
     warmup_iters: int = 100
     lr_decay_iters: int | None = None  # the cosine ends here; None: with the run (the --minutes budget, else max_iters)
@@ -105,6 +109,8 @@ class GPTTrainConfig:
         for name in ("beta1", "beta2"):
             setattr(self, name, probability(op, name, getattr(self, name), allow_one=False))
         one_of(op, "tokenizer", self.tokenizer, TOKENIZERS)
+        one_of(op, "optimizer", self.optimizer, OPTIMIZERS)
+        self.muon_lr = number(op, "muon_lr", self.muon_lr, 0, low_open=True)
         if self.vocab_size is not None:
             if self.tokenizer == "char":
                 raise ValueError(f"{op}: vocab_size is the bpe tokenizer's; a char tokenizer's vocabulary is the "
@@ -124,8 +130,8 @@ class GPTTrainConfig:
 
 
 # what --resume cannot change: the model, the data, the tokenizer and the streams of batches
-RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "n_layer", "n_head", "n_embd", "block_size",
-                "bias", "batch_size")
+RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "optimizer", "n_layer", "n_head", "n_embd",
+                "block_size", "bias", "batch_size")
 PER_INVOCATION = ("out", "resume", "minutes", "threads")  # never taken from the checkpoint
 
 
@@ -336,13 +342,34 @@ class GPTTrainer:
         self.data_record = self.data.describe()
         self.lr = get_lr(self.iter, cfg)
 
-    def make_optimizer(self) -> AdamW:
-        """AdamW on nanoGPT's groups: weight decay on the matrices, none on biases and gains."""
+    def make_optimizer(self) -> AdamW | CombinedOptimizer:
+        """AdamW on nanoGPT's groups: weight decay on the matrices, none on biases and gains. With
+        cfg.optimizer "muon", Muon takes the blocks' matrices (attention's and the FFN's weights; the
+        same weight decay) and AdamW the embeddings, the tied output layer and the gains."""
         cfg = self.cfg
-        return AdamW(self.model.param_groups(cfg.weight_decay), lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+        if cfg.optimizer == "adamw":
+            return AdamW(self.model.param_groups(cfg.weight_decay), lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+        matrices = self.model.block_matrices()
+        inside = {id(p) for p in matrices}
+        rest = [{**g, "params": [p for p in g["params"] if id(p) not in inside]}
+                for g in self.model.param_groups(cfg.weight_decay)]
+        return CombinedOptimizer(Muon(matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
+                                 AdamW(rest, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2)))
+
+    def optimizers(self) -> list:
+        return self.optimizer.optimizers if isinstance(self.optimizer, CombinedOptimizer) else [self.optimizer]
+
+    def set_lr(self, lr: float) -> None:
+        """The schedule's lr for AdamW's groups; Muon's follow it in proportion (muon_lr at the peak)."""
+        self.lr = lr
+        cfg = self.cfg
+        for optimizer in self.optimizers():
+            peak = cfg.muon_lr if isinstance(optimizer, Muon) else cfg.learning_rate
+            for group in optimizer.param_groups:
+                group["lr"] = lr * peak / cfg.learning_rate
 
     def restore(self) -> None:
-        """Everything the checkpoint holds: weights, AdamW's moments, both random streams, the iteration."""
+        """Everything the checkpoint holds: weights, the optimizers' moments, both random streams, the iteration."""
         cfg, path = self.cfg, self.checkpoint_path
         if not os.path.isfile(path):
             raise GPTTrainingError(f"--resume: no checkpoint at {path}")
@@ -362,8 +389,12 @@ class GPTTrainer:
         self.model = GPT(GPTConfig.from_dict(run["config"]))
         self.optimizer = self.make_optimizer()
         checkpoint.load_training(path, self.model, self.optimizer)  # also the engine's random state (dropout)
-        for group, decay in zip(self.optimizer.param_groups, (cfg.weight_decay, 0.0)):  # this run's settings
-            group.update(weight_decay=decay, betas=(cfg.beta1, cfg.beta2))
+        for optimizer in self.optimizers():                                 # this run's settings
+            decays = (cfg.weight_decay,) if isinstance(optimizer, Muon) else (cfg.weight_decay, 0.0)
+            for group, decay in zip(optimizer.param_groups, decays):
+                group["weight_decay"] = decay
+                if "betas" in group:
+                    group["betas"] = (cfg.beta1, cfg.beta2)
         self.batch_rng = np.random.default_rng()
         self.batch_rng.bit_generator.state = run["batch_rng"]
         self.iter, self.evaluated_at, self.best_iter = int(run["iter"]), run["evaluated_at"], run["best_iter"]
@@ -419,12 +450,10 @@ class GPTTrainer:
             self.report.step(self, loss, self.tokens_per_s())
 
     def train_step(self) -> float:
-        """One iteration: lr(iter), a batch, loss, backward, clip, AdamW. Returns the batch's loss."""
+        """One iteration: lr(iter), a batch, loss, backward, clip, the optimizer. Returns the batch's loss."""
         cfg = self.cfg
         timed = cfg.minutes is not None and cfg.lr_decay_iters is None
-        self.lr = get_lr(self.iter, cfg, self.budget_spent(time.perf_counter() - self.started) if timed else None)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.lr
+        self.set_lr(get_lr(self.iter, cfg, self.budget_spent(time.perf_counter() - self.started) if timed else None))
         x, y = get_batch(self.data.ids["train"], cfg.block_size, cfg.batch_size, self.batch_rng)
         loss = self.model.loss(x, y)
         self.optimizer.zero_grad()
