@@ -18,8 +18,9 @@ median seconds per iteration over the blocks, ours/torch > 1 meaning we are fast
 (transformer.gpt.training.evaluate_split: consecutive windows, every token predicted once).
 
 --minutes M runs one --side alone for M minutes with `python -m transformer gpt train`'s defaults
-(GPTTrainConfig: model, batch, lr and its cosine ending with the budget), as that command does, then
-scores the whole validation split: the PyTorch reference given the same minutes.
+(GPTTrainConfig: model, batch, lr and its cosine ending with the budget, Muon beside AdamW; the twin's
+Muon is torch_twin.SplitMuon, float32 products as ours), as that command does, then scores the whole
+validation split: the PyTorch reference given the same minutes.
 """
 from __future__ import annotations
 
@@ -58,20 +59,21 @@ class TorchSide:
                                    self.torch.from_numpy(np.ascontiguousarray(y)))
 
 
-def steppers(ours, theirs, torch, settings: dict = ADAMW, clip: float = CLIP) -> dict:
-    """{side: step(batch, lr) -> loss}: loss, backward, clip, AdamW (nanoGPT's groups) at this lr.
-    A side given as None gets no stepper."""
-    from tinygrad_lite.optim import AdamW, clip_grad_norm_
-    from transformer.gpt.torch_twin import adamw
+def steppers(ours, theirs, torch, cfg) -> dict:
+    """{side: step(batch, lr) -> loss}: loss, backward, clip, then cfg.optimizer as `gpt train` runs it
+    (transformer.gpt.training.build_optimizer; the twin's: torch_twin.adamw or muon_and_adamw) at this
+    lr. A side given as None gets no stepper."""
+    from tinygrad_lite.optim import clip_grad_norm_
+    from transformer.gpt.torch_twin import adamw, muon_and_adamw
+    from transformer.gpt.training import build_optimizer, set_learning_rates
 
-    steps = {}
+    steps, clip, betas = {}, cfg.grad_clip, (cfg.beta1, cfg.beta2)
     if ours is not None:
-        our_opt = AdamW(ours.param_groups(settings["weight_decay"]), lr=settings["lr"], betas=settings["betas"])
+        our_opt = build_optimizer(ours, cfg)
         params = list(ours.parameters())
 
         def ours_step(batch, lr):
-            for group in our_opt.param_groups:
-                group["lr"] = lr
+            set_learning_rates(our_opt, lr, cfg)
             loss = ours.loss(*batch)
             our_opt.zero_grad()
             loss.backward()
@@ -80,17 +82,22 @@ def steppers(ours, theirs, torch, settings: dict = ADAMW, clip: float = CLIP) ->
             return loss.item()
         steps["ours"] = ours_step
     if theirs is not None:
-        their_opt = adamw(theirs, **settings)
+        their_opts = ([adamw(theirs, cfg.learning_rate, betas, cfg.weight_decay)] if cfg.optimizer == "adamw" else
+                      muon_and_adamw(theirs, cfg.learning_rate, cfg.muon_lr, betas, cfg.weight_decay))
+        peaks = [cfg.learning_rate] if cfg.optimizer == "adamw" else [cfg.muon_lr, cfg.learning_rate]
 
         def torch_step(batch, lr):
-            for group in their_opt.param_groups:
-                group["lr"] = lr
+            for opt, peak in zip(their_opts, peaks):
+                for group in opt.param_groups:
+                    group["lr"] = lr * peak / cfg.learning_rate
             x, y = (torch.from_numpy(a) for a in batch)
             loss = theirs.loss(x, y)
-            their_opt.zero_grad(set_to_none=True)
+            for opt in their_opts:
+                opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(theirs.parameters(), clip)
-            their_opt.step()
+            for opt in their_opts:
+                opt.step()
             return loss.item()
         steps["torch"] = torch_step
     return steps
@@ -107,11 +114,12 @@ def run(args, torch) -> dict:
     config = GPTConfig(vocab_size=vocab, **shape)
     iters = 20 if args.quick else args.iters
     interval = 10 if args.quick else args.eval_interval
-    schedule = GPTTrainConfig(learning_rate=ADAMW["lr"], min_lr=1e-4, warmup_iters=min(100, iters // 4),
+    schedule = GPTTrainConfig(optimizer="adamw", learning_rate=ADAMW["lr"], min_lr=1e-4, beta2=ADAMW["betas"][1],
+                              weight_decay=ADAMW["weight_decay"], grad_clip=CLIP, warmup_iters=min(100, iters // 4),
                               lr_decay_iters=iters, max_iters=iters, minutes=None)
     ours, theirs = build(config)
     sides = {"ours": ours, "torch": TorchSide(theirs, torch)}
-    step = steppers(ours, theirs, torch)
+    step = steppers(ours, theirs, torch, schedule)
     rng = np.random.default_rng(args.seed)
     seconds = {"ours": [], "torch": []}
     train_loss = {"ours": 0.0, "torch": 0.0}
@@ -163,9 +171,8 @@ def timed_run(args, torch) -> dict:
     if args.side == "torch":
         model = torch_gpt(ours.config)
         model.load_state_dict(to_nanogpt_state_dict(ours))
-    settings = dict(lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
     sides = (None, model) if args.side == "torch" else (ours, None)
-    step = steppers(*sides, torch, settings, cfg.grad_clip)[args.side]
+    step = steppers(*sides, torch, cfg)[args.side]
     rng = np.random.default_rng(args.seed)
     budget, began, it = 60 * args.minutes, time.perf_counter(), 0
     while time.perf_counter() - began < budget:

@@ -278,6 +278,42 @@ def test_same_losses_step_for_step_with_nanogpts_adamw(torch):
         assert abs(loss.item() - tloss.item()) <= 1e-4 * tloss.item(), f"step {step}"
 
 
+def test_same_losses_step_for_step_with_muon_and_adamw(torch):
+    """gpt train's default optimizer on both: Muon for the blocks' matrices (the twin's c_attn as
+    W^Q, W^K, W^V), AdamW for the rest; same weights, same batches, 5 steps with clipping."""
+    from transformer.gpt.torch_twin import muon_and_adamw
+    from transformer.gpt.training import GPTTrainConfig, build_optimizer
+    ours, theirs = twins(GPTConfig(**RECIPE))
+    opt = build_optimizer(ours, GPTTrainConfig(optimizer="muon", learning_rate=ADAMW["lr"], muon_lr=0.02,
+                                               beta2=ADAMW["betas"][1], weight_decay=ADAMW["weight_decay"]))
+    topts = muon_and_adamw(theirs, ADAMW["lr"], 0.02, ADAMW["betas"], ADAMW["weight_decay"])
+    rng = np.random.default_rng(3)
+    for step in range(5):
+        x = rng.integers(0, 65, size=(12, 65))
+        loss = ours.loss(x[:, :-1], x[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        clip_grad_norm_(ours.parameters(), 1.0)
+        opt.step()
+        tx = torch.from_numpy(x)
+        tloss = theirs.loss(tx[:, :-1], tx[:, 1:])
+        for o in topts:
+            o.zero_grad()
+        tloss.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
+        for o in topts:
+            o.step()
+        assert abs(loss.item() - tloss.item()) <= 1e-4 * tloss.item(), f"step {step}"
+    from transformer.gpt.interop import to_nanogpt_state_dict
+    before, _ = twins(GPTConfig(**RECIPE))
+    start, ours_now = to_nanogpt_state_dict(before), to_nanogpt_state_dict(ours)
+    theirs_now = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+    for key in ("transformer.h.0.attn.c_attn.weight", "transformer.h.3.mlp.c_proj.weight"):
+        moved = np.linalg.norm(np.asarray(ours_now[key]) - np.asarray(start[key]))
+        assert moved > 0.1 * np.linalg.norm(np.asarray(start[key]))   # 5 steps moved it: a real test
+        np.testing.assert_allclose(ours_now[key], theirs_now[key], atol=2e-5, err_msg=key)
+
+
 def test_nanogpt_state_dict_round_trip(torch):
     from transformer.gpt.interop import load_nanogpt_state_dict, to_nanogpt_state_dict
     config = GPTConfig(**{**RECIPE, "n_layer": 2, "bias": True})

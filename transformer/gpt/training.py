@@ -309,6 +309,32 @@ def resume_config(out, overrides: dict | None = None) -> GPTTrainConfig:
     return GPTTrainConfig(**{**kept, **overrides, "out": out, "resume": True})
 
 
+def build_optimizer(model: GPT, cfg: GPTTrainConfig) -> AdamW | CombinedOptimizer:
+    """AdamW on nanoGPT's groups: weight decay on the matrices, none on biases and gains. With
+    cfg.optimizer "muon", Muon takes the blocks' matrices (attention's and the FFN's weights; the
+    same weight decay) and AdamW the embeddings, the tied output layer and the gains."""
+    if cfg.optimizer == "adamw":
+        return AdamW(model.param_groups(cfg.weight_decay), lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+    matrices = model.block_matrices()
+    inside = {id(p) for p in matrices}
+    rest = [{**g, "params": [p for p in g["params"] if id(p) not in inside]}
+            for g in model.param_groups(cfg.weight_decay)]
+    return CombinedOptimizer(Muon(matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
+                             AdamW(rest, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2)))
+
+
+def optimizers_of(optimizer) -> list:
+    return optimizer.optimizers if isinstance(optimizer, CombinedOptimizer) else [optimizer]
+
+
+def set_learning_rates(optimizer, lr: float, cfg: GPTTrainConfig) -> None:
+    """The schedule's lr for AdamW's groups; Muon's follow it in proportion (muon_lr at the peak)."""
+    for part in optimizers_of(optimizer):
+        peak = cfg.muon_lr if isinstance(part, Muon) else cfg.learning_rate
+        for group in part.param_groups:
+            group["lr"] = lr * peak / cfg.learning_rate
+
+
 class GPTTrainer:
     """Runs a GPTTrainConfig: reads the data, builds the GPT and AdamW (or restores all of it from
     OUT/checkpoint.safetensors when cfg.resume), and run() trains. `report` (a TrainingReport) hears
@@ -343,30 +369,11 @@ class GPTTrainer:
         self.lr = get_lr(self.iter, cfg)
 
     def make_optimizer(self) -> AdamW | CombinedOptimizer:
-        """AdamW on nanoGPT's groups: weight decay on the matrices, none on biases and gains. With
-        cfg.optimizer "muon", Muon takes the blocks' matrices (attention's and the FFN's weights; the
-        same weight decay) and AdamW the embeddings, the tied output layer and the gains."""
-        cfg = self.cfg
-        if cfg.optimizer == "adamw":
-            return AdamW(self.model.param_groups(cfg.weight_decay), lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
-        matrices = self.model.block_matrices()
-        inside = {id(p) for p in matrices}
-        rest = [{**g, "params": [p for p in g["params"] if id(p) not in inside]}
-                for g in self.model.param_groups(cfg.weight_decay)]
-        return CombinedOptimizer(Muon(matrices, lr=cfg.muon_lr, weight_decay=cfg.weight_decay),
-                                 AdamW(rest, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2)))
-
-    def optimizers(self) -> list:
-        return self.optimizer.optimizers if isinstance(self.optimizer, CombinedOptimizer) else [self.optimizer]
+        return build_optimizer(self.model, self.cfg)
 
     def set_lr(self, lr: float) -> None:
-        """The schedule's lr for AdamW's groups; Muon's follow it in proportion (muon_lr at the peak)."""
         self.lr = lr
-        cfg = self.cfg
-        for optimizer in self.optimizers():
-            peak = cfg.muon_lr if isinstance(optimizer, Muon) else cfg.learning_rate
-            for group in optimizer.param_groups:
-                group["lr"] = lr * peak / cfg.learning_rate
+        set_learning_rates(self.optimizer, lr, self.cfg)
 
     def restore(self) -> None:
         """Everything the checkpoint holds: weights, the optimizers' moments, both random streams, the iteration."""
@@ -389,7 +396,7 @@ class GPTTrainer:
         self.model = GPT(GPTConfig.from_dict(run["config"]))
         self.optimizer = self.make_optimizer()
         checkpoint.load_training(path, self.model, self.optimizer)  # also the engine's random state (dropout)
-        for optimizer in self.optimizers():                                 # this run's settings
+        for optimizer in optimizers_of(self.optimizer):                     # this run's settings
             decays = (cfg.weight_decay,) if isinstance(optimizer, Muon) else (cfg.weight_decay, 0.0)
             for group, decay in zip(optimizer.param_groups, decays):
                 group["weight_decay"] = decay
