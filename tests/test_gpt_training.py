@@ -238,16 +238,17 @@ def test_help_lists_nanogpts_flags(capsys):
     for flag in ("--n-layer", "--n-head", "--n-embd", "--block-size", "--batch-size", "--max-iters",
                  "--lr-decay-iters", "--dropout", "--learning-rate", "--min-lr", "--warmup-iters",
                  "--weight-decay", "--beta2", "--grad-clip", "--eval-interval", "--eval-iters", "--bias",
-                 "--data", "--val", "--out", "--resume", "--overwrite", "--minutes", "--seed", "--tokenizer"):
+                 "--data", "--val", "--out", "--resume", "--overwrite", "--minutes", "--seed", "--tokenizer",
+                 "--optimizer", "--muon-lr"):
         assert flag in text
     assert "built-in text" in text
 
 
 def test_nanogpt_spellings_are_accepted_and_abbreviations_are_not(capsys):
     parser = build_parser()
-    args = parser.parse_args(nanogpt_spelling(["train", "--n_layer=3", "--bias=True", "--decay_lr=False"],
-                                              parser.flags))
-    assert (args.n_layer, args.bias, args.decay_lr) == (3, True, False)
+    args = parser.parse_args(nanogpt_spelling(["train", "--n_layer=3", "--bias=True", "--decay_lr=False",
+                                               "--optimizer=adamw"], parser.flags))
+    assert (args.n_layer, args.bias, args.decay_lr, args.optimizer) == (3, True, False, "adamw")
     with pytest.raises(SystemExit):
         main(["train", "--n-lay", "3"])
     assert "did you mean --n-layer" in capsys.readouterr().err
