@@ -255,40 +255,10 @@ def test_same_logits_as_the_pytorch_twin(torch, variant):
     np.testing.assert_allclose(ours(x).data, expected, rtol=1e-4, atol=1e-4)
 
 
-def test_same_losses_step_for_step_with_nanogpts_adamw(torch):
-    """nanoGPT's recipe, same weights, same batches: 5 AdamW steps with clipping at 1.0."""
-    from transformer.gpt.torch_twin import adamw
-    ours, theirs = twins(GPTConfig(**RECIPE))
-    opt = AdamW(ours.param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"])
-    topt = adamw(theirs, **ADAMW)
+def steps_agree(torch, ours, opt, theirs, topts, steps=5):
+    """`steps` training steps on both (same batches, clipping at 1.0): equal losses at every one."""
     rng = np.random.default_rng(3)
-    for step in range(5):
-        x = rng.integers(0, 65, size=(12, 65))
-        loss = ours.loss(x[:, :-1], x[:, 1:])
-        opt.zero_grad()
-        loss.backward()
-        clip_grad_norm_(ours.parameters(), 1.0)
-        opt.step()
-        tx = torch.from_numpy(x)
-        tloss = theirs.loss(tx[:, :-1], tx[:, 1:])
-        topt.zero_grad()
-        tloss.backward()
-        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
-        topt.step()
-        assert abs(loss.item() - tloss.item()) <= 1e-4 * tloss.item(), f"step {step}"
-
-
-def test_same_losses_step_for_step_with_muon_and_adamw(torch):
-    """gpt train's default optimizer on both: Muon for the blocks' matrices (the twin's c_attn as
-    W^Q, W^K, W^V), AdamW for the rest; same weights, same batches, 5 steps with clipping."""
-    from transformer.gpt.torch_twin import muon_and_adamw
-    from transformer.gpt.training import GPTTrainConfig, build_optimizer
-    ours, theirs = twins(GPTConfig(**RECIPE))
-    opt = build_optimizer(ours, GPTTrainConfig(optimizer="muon", learning_rate=ADAMW["lr"], muon_lr=0.02,
-                                               beta2=ADAMW["betas"][1], weight_decay=ADAMW["weight_decay"]))
-    topts = muon_and_adamw(theirs, ADAMW["lr"], 0.02, ADAMW["betas"], ADAMW["weight_decay"])
-    rng = np.random.default_rng(3)
-    for step in range(5):
+    for step in range(steps):
         x = rng.integers(0, 65, size=(12, 65))
         loss = ours.loss(x[:, :-1], x[:, 1:])
         opt.zero_grad()
@@ -304,6 +274,26 @@ def test_same_losses_step_for_step_with_muon_and_adamw(torch):
         for o in topts:
             o.step()
         assert abs(loss.item() - tloss.item()) <= 1e-4 * tloss.item(), f"step {step}"
+
+
+def test_same_losses_step_for_step_with_nanogpts_adamw(torch):
+    """nanoGPT's recipe, same weights, same batches: 5 AdamW steps with clipping at 1.0."""
+    from transformer.gpt.torch_twin import adamw
+    ours, theirs = twins(GPTConfig(**RECIPE))
+    opt = AdamW(ours.param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"])
+    steps_agree(torch, ours, opt, theirs, [adamw(theirs, **ADAMW)])
+
+
+def test_same_losses_step_for_step_with_muon_and_adamw(torch):
+    """gpt train's default optimizer on both: Muon for the blocks' matrices (the twin's c_attn as
+    W^Q, W^K, W^V), AdamW for the rest; same weights, same batches, 5 steps with clipping."""
+    from transformer.gpt.torch_twin import muon_and_adamw
+    from transformer.gpt.training import GPTTrainConfig, build_optimizer
+    ours, theirs = twins(GPTConfig(**RECIPE))
+    opt = build_optimizer(ours, GPTTrainConfig(optimizer="muon", learning_rate=ADAMW["lr"], muon_lr=0.02,
+                                               beta2=ADAMW["betas"][1], weight_decay=ADAMW["weight_decay"]))
+    steps_agree(torch, ours, opt, theirs, muon_and_adamw(theirs, ADAMW["lr"], 0.02, ADAMW["betas"],
+                                                           ADAMW["weight_decay"]))
     from transformer.gpt.interop import to_nanogpt_state_dict
     before, _ = twins(GPTConfig(**RECIPE))
     start, ours_now = to_nanogpt_state_dict(before), to_nanogpt_state_dict(ours)
