@@ -1,6 +1,7 @@
 """GPT training throughput: tinygrad-lite's GPT against its PyTorch twin, side by side in one process.
 
     python bench/gpt.py                                  # nanoGPT's CPU recipe, 1 thread
+    python bench/gpt.py --config default                 # gpt train's defaults (Muon + AdamW, 128 x 16)
     python bench/gpt.py --threads 2 --repeats 9 --json out.jsonl
     python bench/gpt.py --profile 20                     # also cProfile 20 of our steps
     python bench/gpt.py --products                       # also time one step's products alone (the BLAS bound)
@@ -79,38 +80,69 @@ def build(config):
     return ours, theirs
 
 
-def our_step(model, losses: list):
-    """One training step of ours: loss, backward, clip, AdamW; the loss is appended to `losses`."""
-    from tinygrad_lite.optim import AdamW, clip_grad_norm_
-    opt = AdamW(model.param_groups(ADAMW["weight_decay"]), lr=ADAMW["lr"], betas=ADAMW["betas"])
-    params = list(model.parameters())
+def steppers(ours, theirs, torch, cfg) -> dict:
+    """{side: step(batch, lr) -> loss}: loss, backward, clip, then cfg.optimizer as `gpt train` runs it
+    (transformer.gpt.training.build_optimizer; the twin's: torch_twin.adamw or muon_and_adamw) at this
+    lr. A side given as None gets no stepper."""
+    from tinygrad_lite.optim import clip_grad_norm_
+    from transformer.gpt.torch_twin import adamw, muon_and_adamw
+    from transformer.gpt.training import build_optimizer, set_learning_rates
 
-    def step(batch):
-        loss = model.loss(*batch)
-        opt.zero_grad()
-        loss.backward()
-        clip_grad_norm_(params, CLIP)
-        opt.step()
-        losses.append(loss.item())
-    return step
+    steps, clip, betas = {}, cfg.grad_clip, (cfg.beta1, cfg.beta2)
+    if ours is not None:
+        our_opt = build_optimizer(ours, cfg)
+        params = list(ours.parameters())
+
+        def ours_step(batch, lr):
+            set_learning_rates(our_opt, lr, cfg)
+            loss = ours.loss(*batch)
+            our_opt.zero_grad()
+            loss.backward()
+            clip_grad_norm_(params, clip)
+            our_opt.step()
+            return loss.item()
+        steps["ours"] = ours_step
+    if theirs is not None:
+        their_opts = ([adamw(theirs, cfg.learning_rate, betas, cfg.weight_decay)] if cfg.optimizer == "adamw" else
+                      muon_and_adamw(theirs, cfg.learning_rate, cfg.muon_lr, betas, cfg.weight_decay))
+        peaks = [cfg.learning_rate] if cfg.optimizer == "adamw" else [cfg.muon_lr, cfg.learning_rate]
+
+        def torch_step(batch, lr):
+            for opt, peak in zip(their_opts, peaks):
+                for group in opt.param_groups:
+                    group["lr"] = lr * peak / cfg.learning_rate
+            x, y = (torch.from_numpy(a) for a in batch)
+            loss = theirs.loss(x, y)
+            for opt in their_opts:
+                opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(theirs.parameters(), clip)
+            for opt in their_opts:
+                opt.step()
+            return loss.item()
+        steps["torch"] = torch_step
+    return steps
 
 
-def torch_step(model, losses: list):
-    """The same step in PyTorch (nanoGPT's configure_optimizers groups)."""
-    import torch
+def recorded(step, lr: float, losses: list):
+    """step(batch, lr) at a constant lr as step(batch), each loss appended to `losses`."""
+    def run(batch):
+        losses.append(step(batch, lr))
+    return run
 
-    from transformer.gpt.torch_twin import adamw
-    opt = adamw(model, **ADAMW)
 
-    def step(batch):
-        x, y = (torch.from_numpy(a) for a in batch)
-        loss = model.loss(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
-        losses.append(loss.item())
-    return step
+def settings(name: str, vocab: int):
+    """(GPTConfig, batch, GPTTrainConfig) of a --config: nanoGPT's CPU recipe, `gpt train`'s defaults,
+    or the quick toy."""
+    from transformer.gpt import GPTConfig
+    from transformer.gpt.training import GPTTrainConfig
+    if name == "default":
+        cfg = GPTTrainConfig()
+        return cfg.model_config(vocab), cfg.batch_size, cfg
+    cfg = GPTTrainConfig(optimizer="adamw", learning_rate=ADAMW["lr"], beta2=ADAMW["betas"][1],
+                         weight_decay=ADAMW["weight_decay"], grad_clip=CLIP)
+    shape, batch = (QUICK, QUICK_BATCH) if name == "quick" else (RECIPE, BATCH)
+    return GPTConfig(vocab_size=vocab, **shape), batch, cfg
 
 
 def step_products(model, rows: int) -> list:
@@ -157,14 +189,13 @@ def loss_table(losses: dict, every: int) -> tuple[list, float]:
 
 
 def run(args, threads: int, torch) -> dict:
-    from transformer.gpt import GPTConfig
     data, vocab = char_ids(args.data)
-    shape = QUICK if args.quick else RECIPE
-    batch = QUICK_BATCH if args.quick else BATCH
-    config = GPTConfig(vocab_size=vocab, **shape)
+    name = "quick" if args.quick else args.config
+    config, batch, cfg = settings(name, vocab)
     ours, theirs = build(config)
     losses = {"ours": [], "torch": []}
-    runners = {"ours": our_step(ours, losses["ours"]), "torch": torch_step(theirs, losses["torch"])}
+    steps_at = steppers(ours, theirs, torch, cfg)
+    runners = {side: recorded(steps_at[side], cfg.learning_rate, losses[side]) for side in ("ours", "torch")}
     pairs = step_products(ours, batch * config.block_size) if args.products else []
     if pairs:
         runners["products"] = products_runner(pairs)
@@ -180,7 +211,8 @@ def run(args, threads: int, torch) -> dict:
         flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in pairs)
         bound = {"products_per_step": len(pairs), "gflop_per_step": flops / 1e9, "ms_products": 1e3 * t_products,
                  "gflops_products": flops / t_products / 1e9, "bound_torch_over_products": t_torch / t_products}
-    return {**bound, "config": "quick" if args.quick else "nanogpt-cpu", "threads": threads, "batch": batch,
+    return {**bound, "config": {"recipe": "nanogpt-cpu"}.get(name, name), "optimizer": cfg.optimizer,
+            "threads": threads, "batch": batch,
             **config.to_dict(), "steps_per_sample": steps, "repeats": repeats,
             "it_s_ours": 1 / t_ours, "it_s_torch": 1 / t_torch, "tok_s_ours": tokens / t_ours,
             "tok_s_torch": tokens / t_torch, "ms_per_it_ours": 1e3 * t_ours, "ms_per_it_torch": 1e3 * t_torch,
@@ -209,6 +241,8 @@ def report(row: dict) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DATA), help="a text file (default: the shared tinyshakespeare)")
+    parser.add_argument("--config", choices=("recipe", "default"), default="recipe",
+                        help="nanoGPT's CPU recipe (AdamW), or `gpt train`'s defaults (Muon + AdamW, 128 x 16)")
     parser.add_argument("--threads", type=int, default=1, help="threads for both sides (default 1)")
     parser.add_argument("--steps", type=int, default=10, help="training steps per timed sample")
     parser.add_argument("--repeats", type=int, default=7, help="timed samples per side (the median is reported)")
@@ -232,11 +266,11 @@ def main(argv=None):
     report(row)
     append_json(args.json, row)
     if args.profile:
-        from transformer.gpt import GPTConfig
         data, vocab = char_ids(args.data)
-        ours, _ = build(GPTConfig(vocab_size=vocab, **(QUICK if args.quick else RECIPE)))
-        step = our_step(ours, [])
-        pool = batches(data, 4, QUICK_BATCH if args.quick else BATCH, ours.config.block_size)
+        config, batch, cfg = settings("quick" if args.quick else args.config, vocab)
+        ours = build(config)[0]
+        step = recorded(steppers(ours, None, torch, cfg)["ours"], cfg.learning_rate, [])
+        pool = batches(data, 4, batch, config.block_size)
         step(pool[0])  # compile and warm up outside the profile
         print(profile(step, pool, args.profile))
 

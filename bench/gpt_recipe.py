@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpt import ADAMW, BATCH, CLIP, DATA, QUICK, QUICK_BATCH, RECIPE, build, char_ids  # noqa: E402
+from gpt import DATA, build, char_ids, settings, steppers  # noqa: E402
 from train_throughput import CLOCKS, append_json, markdown, median, start  # noqa: E402
 
 
@@ -59,64 +59,19 @@ class TorchSide:
                                    self.torch.from_numpy(np.ascontiguousarray(y)))
 
 
-def steppers(ours, theirs, torch, cfg) -> dict:
-    """{side: step(batch, lr) -> loss}: loss, backward, clip, then cfg.optimizer as `gpt train` runs it
-    (transformer.gpt.training.build_optimizer; the twin's: torch_twin.adamw or muon_and_adamw) at this
-    lr. A side given as None gets no stepper."""
-    from tinygrad_lite.optim import clip_grad_norm_
-    from transformer.gpt.torch_twin import adamw, muon_and_adamw
-    from transformer.gpt.training import build_optimizer, set_learning_rates
-
-    steps, clip, betas = {}, cfg.grad_clip, (cfg.beta1, cfg.beta2)
-    if ours is not None:
-        our_opt = build_optimizer(ours, cfg)
-        params = list(ours.parameters())
-
-        def ours_step(batch, lr):
-            set_learning_rates(our_opt, lr, cfg)
-            loss = ours.loss(*batch)
-            our_opt.zero_grad()
-            loss.backward()
-            clip_grad_norm_(params, clip)
-            our_opt.step()
-            return loss.item()
-        steps["ours"] = ours_step
-    if theirs is not None:
-        their_opts = ([adamw(theirs, cfg.learning_rate, betas, cfg.weight_decay)] if cfg.optimizer == "adamw" else
-                      muon_and_adamw(theirs, cfg.learning_rate, cfg.muon_lr, betas, cfg.weight_decay))
-        peaks = [cfg.learning_rate] if cfg.optimizer == "adamw" else [cfg.muon_lr, cfg.learning_rate]
-
-        def torch_step(batch, lr):
-            for opt, peak in zip(their_opts, peaks):
-                for group in opt.param_groups:
-                    group["lr"] = lr * peak / cfg.learning_rate
-            x, y = (torch.from_numpy(a) for a in batch)
-            loss = theirs.loss(x, y)
-            for opt in their_opts:
-                opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(theirs.parameters(), clip)
-            for opt in their_opts:
-                opt.step()
-            return loss.item()
-        steps["torch"] = torch_step
-    return steps
-
-
 def run(args, torch) -> dict:
-    from transformer.gpt import GPTConfig
-    from transformer.gpt.training import GPTTrainConfig, evaluate_split, get_batch, get_lr
+    from dataclasses import replace
+
+    from transformer.gpt.training import evaluate_split, get_batch, get_lr
 
     ids, vocab = char_ids(args.data)
     n = int(0.9 * len(ids))
     train, val = ids[:n], ids[n:]
-    shape, batch = (QUICK, QUICK_BATCH) if args.quick else (RECIPE, BATCH)
-    config = GPTConfig(vocab_size=vocab, **shape)
+    config, batch, recipe = settings("quick" if args.quick else "recipe", vocab)
     iters = 20 if args.quick else args.iters
     interval = 10 if args.quick else args.eval_interval
-    schedule = GPTTrainConfig(optimizer="adamw", learning_rate=ADAMW["lr"], min_lr=1e-4, beta2=ADAMW["betas"][1],
-                              weight_decay=ADAMW["weight_decay"], grad_clip=CLIP, warmup_iters=min(100, iters // 4),
-                              lr_decay_iters=iters, max_iters=iters, minutes=None)
+    schedule = replace(recipe, min_lr=1e-4, warmup_iters=min(100, iters // 4), lr_decay_iters=iters, max_iters=iters,
+                       minutes=None)
     ours, theirs = build(config)
     sides = {"ours": ours, "torch": TorchSide(theirs, torch)}
     step = steppers(ours, theirs, torch, schedule)
