@@ -1,6 +1,7 @@
 """GPT sampling speed: tinygrad-lite's generate against the PyTorch twin, side by side in one process.
 
     python bench/gpt_sample.py                              # nanoGPT's CPU recipe, 500 tokens, 1 thread
+    python bench/gpt_sample.py --block-size 128             # the model `gpt train` makes by default
     python bench/gpt_sample.py --repeats 9 --json out.jsonl
     python bench/gpt_sample.py --profile                    # also cProfile one of our samples
     python bench/gpt_sample.py --quick                      # seconds; what the smoke test runs
@@ -177,7 +178,7 @@ def leading_agreement(a: list, b: list) -> int:
 
 def run(args, threads: int) -> list:
     from transformer.gpt import GPTConfig
-    config = GPTConfig(**(QUICK if args.quick else RECIPE))
+    config = GPTConfig(**(QUICK if args.quick else {**RECIPE, "block_size": args.block_size}))
     ours, theirs = build(config)
     models = {"ours": ours, "ours-plain": ours, "torch": theirs, "torch+cache": theirs}
     new_tokens, repeats = (40, 1) if args.quick else (args.new_tokens, args.repeats)
@@ -211,7 +212,7 @@ def report(rows: list) -> None:
 def profile(args) -> str:
     """cProfile of one of our greedy samples: the functions by their own time."""
     from transformer.gpt import GPTConfig
-    ours, _ = build(GPTConfig(**(QUICK if args.quick else RECIPE)))
+    ours, _ = build(GPTConfig(**(QUICK if args.quick else {**RECIPE, "block_size": args.block_size})))
     ours_sample(ours, 8, 0.0, None)  # compile and warm up outside the profile
     profiler = cProfile.Profile()
     profiler.enable()
@@ -225,6 +226,8 @@ def profile(args) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=500, help="tokens each sample writes (default 500)")
+    parser.add_argument("--block-size", type=int, default=64,
+                        help="the model's context (default 64, nanoGPT's recipe; gpt train's default is 128)")
     parser.add_argument("--repeats", type=int, default=5, help="timed samples per side (the median is reported)")
     parser.add_argument("--threads", type=int, default=1, help="threads for both sides (default 1)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
