@@ -438,22 +438,20 @@ class Trainer:
         final report (None on ranks other than 0)."""
         started = self.started = time.perf_counter()
         self.deadline = None if self.cfg.minutes is None else started + 60 * self.cfg.minutes
-        restore_sigint = _ctrl_c_between_steps()
-        try:
-            while not self.finished():
-                if self.run_epoch():  # the time is up
-                    break
-        except TrainingDiverged as e:
-            self.report.failed(e)
-            raise
-        except KeyboardInterrupt as e:  # data parallel: Interrupted is on every rank, a second Ctrl-C on one
-            self.save(every_rank=isinstance(e, Interrupted))
-            self.report.close()
-            print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
-                  f"continue with --resume")
-            raise
-        finally:
-            restore_sigint()
+        with ctrl_c_between_steps():
+            try:
+                while not self.finished():
+                    if self.run_epoch():  # the time is up
+                        break
+            except TrainingDiverged as e:
+                self.report.failed(e)
+                raise
+            except KeyboardInterrupt as e:  # data parallel: Interrupted is on every rank, a second Ctrl-C on one
+                self.save(every_rank=isinstance(e, Interrupted))
+                self.report.close()
+                print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
+                      f"continue with --resume")
+                raise
         if not dist.is_main():  # data parallel: rank 0 alone averages, tests and reports
             return None
         self.try_average()
@@ -662,19 +660,21 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C, acted on after the same step by every rank (one process: by the only one)."""
 
 
-def _ctrl_c_between_steps():
+@contextlib.contextmanager
+def ctrl_c_between_steps():
     """Ctrl-C stops training between two steps, not inside one.
 
     Python raises KeyboardInterrupt wherever the interpreter happens to be; inside a finalizer
-    (the graph's cleanup after backward) it is printed and dropped, and the run goes on. So the
-    first Ctrl-C only sets a flag that the loop checks after each step; a second one interrupts
-    at once. Returns the function that restores the previous handler. Outside the main thread
-    (where handlers can't be set) nothing changes.
+    (the graph's cleanup after backward) it is printed and dropped, and the run goes on. So inside
+    this context the first Ctrl-C only makes the yielded list non-empty, a flag that the loop
+    checks after each step; a second one interrupts at once. Leaving restores the previous
+    handler. Outside the main thread (where handlers can't be set) nothing changes.
     """
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+        yield _CTRL_C_PRESSED
+        return
     _CTRL_C_PRESSED.clear()
 
     def on_ctrl_c(signum, frame):
@@ -683,18 +683,8 @@ def _ctrl_c_between_steps():
         _CTRL_C_PRESSED.append(signum)
 
     previous = signal.signal(signal.SIGINT, on_ctrl_c)
-
-    def restore():
-        signal.signal(signal.SIGINT, previous)
-        _CTRL_C_PRESSED.clear()
-    return restore
-
-
-@contextlib.contextmanager
-def ctrl_c_between_steps():
-    """_ctrl_c_between_steps as a context: yields the list that the first Ctrl-C makes non-empty."""
-    restore = _ctrl_c_between_steps()
     try:
         yield _CTRL_C_PRESSED
     finally:
-        restore()
+        signal.signal(signal.SIGINT, previous)
+        _CTRL_C_PRESSED.clear()
