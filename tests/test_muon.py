@@ -39,17 +39,10 @@ def run_torch(torch, weights, grads, **kwargs):
     return [p.detach().numpy() for p in params]
 
 
-def float32_newton_schulz(torch):
-    """torch's own _zeropower_via_newtonschulz with its bfloat16 cast taken out."""
-    def zeropower(grad, ns_coefficients, ns_steps, eps):
-        a, b, c = ns_coefficients
-        x = grad.T if grad.size(0) > grad.size(1) else grad
-        x = x / x.norm().clamp(min=eps)
-        for _ in range(ns_steps):
-            gram = x @ x.T
-            x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-        return x.T if grad.size(0) > grad.size(1) else x
-    return zeropower
+def float32_newton_schulz(grad, ns_coefficients, ns_steps, eps):
+    """torch's own _zeropower_via_newtonschulz without its bfloat16 cast: the twin's (torch_twin.SplitMuon)."""
+    from transformer.gpt.torch_twin import SplitMuon
+    return SplitMuon.orthogonalize(grad, ns_coefficients, ns_steps, eps)
 
 
 SETTINGS = [dict(lr=0.02), dict(lr=0.05, weight_decay=0.0, nesterov=False),
@@ -60,7 +53,7 @@ SETTINGS = [dict(lr=0.02), dict(lr=0.05, weight_decay=0.0, nesterov=False),
 def test_trajectory_matches_torch_with_the_same_products(kwargs, monkeypatch):
     torch = pytest.importorskip("torch")
     from torch.optim import _muon
-    monkeypatch.setattr(_muon, "_zeropower_via_newtonschulz", float32_newton_schulz(torch))
+    monkeypatch.setattr(_muon, "_zeropower_via_newtonschulz", float32_newton_schulz)
     weights, grads = weights_and_gradients()
     for ours, ref in zip(run_ours(weights, grads, **kwargs), run_torch(torch, weights, grads, **kwargs)):
         np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)

@@ -11,6 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tinygrad_lite.optim.muon import NS_COEFFICIENTS
+
 from ..positional_encoding import sinusoidal_table
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh")}
@@ -114,8 +116,9 @@ class SplitMuon(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, chunks=1))
 
     @staticmethod
-    def orthogonalize(G, steps: int = 5, eps: float = 1e-7):
-        a, b, c = 3.4445, -4.775, 2.0315
+    def orthogonalize(G, coefficients=NS_COEFFICIENTS, steps: int = 5, eps: float = 1e-7):
+        """tinygrad_lite.optim.muon.newton_schulz in torch: G / |G|, then X <- aX + (bA + cA²)X, A = XXᵀ."""
+        a, b, c = coefficients
         tall = G.size(0) > G.size(1)
         X = G.T if tall else G
         X = X / X.norm().clamp(min=eps)

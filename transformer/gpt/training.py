@@ -361,16 +361,13 @@ class GPTTrainer:
             self.data = TextData(cfg)
             tl.manual_seed(cfg.seed)                                  # init, then dropout
             self.model = GPT(cfg.model_config(self.data.tokenizer.vocab_size))
-            self.optimizer = self.make_optimizer()
+            self.optimizer = build_optimizer(self.model, cfg)
             self.batch_rng = np.random.default_rng((cfg.seed, BATCHES))
             os.makedirs(cfg.out, exist_ok=True)
             if os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
         self.data_record = self.data.describe()
         self.lr = get_lr(self.iter, cfg)
-
-    def make_optimizer(self) -> AdamW | CombinedOptimizer:
-        return build_optimizer(self.model, self.cfg)
 
     def set_lr(self, lr: float) -> None:
         self.lr = lr
@@ -395,14 +392,11 @@ class GPTTrainer:
             raise GPTTrainingError(f"--resume: {self.data.source} is not the text the run in {cfg.out} started on "
                                    "(its SHA-256 differs); resume on the same text, or train into a new --out")
         self.model = GPT(GPTConfig.from_dict(run["config"]))
-        self.optimizer = self.make_optimizer()
+        self.optimizer = build_optimizer(self.model, cfg)
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         checkpoint.load_training(path, self.model, self.optimizer)  # also the engine's random state (dropout)
-        for optimizer in optimizers_of(self.optimizer):                     # this run's settings
-            decays = (cfg.weight_decay,) if isinstance(optimizer, Muon) else (cfg.weight_decay, 0.0)
-            for group, decay in zip(optimizer.param_groups, decays):
-                group["weight_decay"] = decay
-                if "betas" in group:
-                    group["betas"] = (cfg.beta1, cfg.beta2)
+        for group, own in zip(self.optimizer.param_groups, settings):  # the run's moments, this cfg's settings
+            group.update(own)
         self.batch_rng = np.random.default_rng()
         self.batch_rng.bit_generator.state = run["batch_rng"]
         self.iter, self.evaluated_at, self.best_iter = int(run["iter"]), run["evaluated_at"], run["best_iter"]
