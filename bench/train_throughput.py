@@ -62,6 +62,7 @@ PAD = 0
 # Set on some machines for older OpenBLAS builds; they override the kernels OpenBLAS picks itself
 # (on an AVX-512 CPU, its AVX2 "Haswell" kernels instead of "SkylakeX": bench/README, "Eighth pass").
 BLAS_ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+ISA_ENV_VAR = "TINYGRAD_LITE_BENCH_ISA"   # set by --isa for the re-executed process
 FIRST_REAL_TOKEN = 4  # ids 0..3 are <pad> <unk> <bos> <eos> in the translator's vocabularies
 
 
@@ -138,7 +139,30 @@ def environment(threads: int, torch) -> dict:
         "versions": (f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
                      f"torch {torch.__version__ if torch else 'not installed'}"),
         "blas": "; ".join(blas),
+        "vector_isa": vector_isa(torch),
     }
+
+
+def vector_isa(torch) -> str:
+    """The widest vectors each engine's code runs: Numba's target, torch's kernels (BLAS: above)."""
+    import numba
+    from llvmlite import binding
+    features = numba.config.CPU_FEATURES or binding.get_host_cpu_features().flatten()
+    numba_isa = "AVX-512" if "+avx512f" in features.split(",") else "AVX2 or narrower"
+    torch_isa = torch.backends.cpu.get_cpu_capability() if torch else "-"
+    chosen = f" (--isa {os.environ[ISA_ENV_VAR]})" if ISA_ENV_VAR in os.environ else ""
+    return f"numba {numba_isa} ({numba.config.CPU_NAME or 'host'}), torch {torch_isa}{chosen}"
+
+
+def avx2_environment() -> dict:
+    """Environment variables that hold every engine to AVX2 on an AVX-512 CPU, read when each library
+    loads: OpenBLAS's Haswell kernels, Numba compiling for Haswell without the host's AVX-512
+    features (so kernels.panels' wide vectors stay off too), torch's AVX2 kernels and MKL's AVX2."""
+    from llvmlite import binding
+    host = binding.get_host_cpu_features().flatten().split(",")
+    narrowed = [("-" + f[1:]) if f[1:].startswith(("avx512", "amx", "avx10")) else f for f in host if f]
+    return {"OPENBLAS_CORETYPE": "Haswell", "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ",".join(narrowed),
+            "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", ISA_ENV_VAR: "avx2"}
 
 
 # --------------------------------------------------------------------------------- data
@@ -547,11 +571,17 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy config (smoke test)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall time, or this process's CPU time (steadier on a shared machine; 1 thread)")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: rerun with every engine held to AVX2 (OpenBLAS, Numba, torch), to measure an "
+                             "AVX-512 CPU with its AVX-512 kernels switched off")
     parser.add_argument("--memory-child", choices=["ours", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--config-json", help=argparse.SUPPRESS)
     parser.add_argument("--memory-steps", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument("--full-rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.isa == "avx2" and ISA_ENV_VAR not in os.environ:  # the libraries read these when they load
+        os.execve(sys.executable, [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)],
+                  {**os.environ, **avx2_environment()})
 
     if args.memory_child:
         cfg = BenchConfig(**json.loads(args.config_json))
