@@ -105,6 +105,26 @@ def tiny_trainer(tmp_path, **config) -> tuple[Trainer, TrainingEvents]:
     return trainer, events
 
 
+def test_a_resumed_run_cuts_its_events_back_to_the_checkpoint(tmp_path, monkeypatch):
+    """Killed after its step-5 checkpoint, a run has logged steps 6-8 already: --resume cuts them off
+    (as it does metrics.jsonl) and logs them again, so each step and evaluation is there once, the
+    same as in the uninterrupted run."""
+    config = dict(max_steps=8, eval_every=5)
+    tiny_trainer(tmp_path / "whole", **config)[0].run()
+    save = Trainer.save
+    monkeypatch.setattr(Trainer, "save", lambda self, every_rank=True: self.step <= 5 and save(self, every_rank))
+    tiny_trainer(tmp_path / "killed", **config)[0].run()  # the checkpoint stays at step 5, as after a kill
+    monkeypatch.undo()
+    tiny_trainer(tmp_path / "killed", resume=True, **config)[0].run()
+
+    def story(folder):
+        return [(e["type"], e["step"], e.get("loss"), e.get("dev_loss")) for e in read_events(folder)
+                if e["type"] in ("step", "eval", "probe", "end")]
+    resumed = read_events(tmp_path / "killed")
+    assert [(e["step"], e["resumed"]) for e in of_type(resumed, "start")] == [(0, False), (5, True)]
+    assert [e["step"] for e in of_type(resumed, "step")] == list(range(1, 9))
+    assert story(tmp_path / "killed") == story(tmp_path / "whole")
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the NaN the test injects
 def test_a_nonfinite_loss_is_flagged_naming_the_op(tmp_path):
     trainer, _ = tiny_trainer(tmp_path, max_steps=3)
@@ -198,6 +218,24 @@ def test_a_new_run_in_the_directory_is_read_from_its_start(served):
     page = events_page(server, 0)
     assert page["total"] == 1 and page["lines"] == [{"type": "start", "step": 0}]
 
+
+def test_a_file_cut_back_and_written_on_between_two_reads_is_read_again(tmp_path):
+    """A resumed run cuts events.jsonl back to its checkpoint and writes on: even when the file is
+    longer again by the next read, what is read is the new file, not the old offsets."""
+    from viz.watch.events_file import EventsFile
+    path = tmp_path / "events.jsonl"
+    lines = [json.dumps({"type": "step", "step": i}) for i in range(1, 4)]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    events = EventsFile(path)
+    assert events.lines(0, 10) == (lines, 3)
+    again = [json.dumps({"type": "start", "step": 1, "resumed": True})] + \
+        [json.dumps({"type": "step", "step": i, "loss": 1.0}) for i in (2, 3)]
+    with open(path, "r+", encoding="utf-8") as f:
+        f.truncate(len(lines[0]) + 1)
+        f.seek(0, 2)
+        f.write("".join(line + "\n" for line in again))
+    assert path.stat().st_size > events.end
+    assert events.lines(0, 10) == ([lines[0], *again], 4)
 
 def test_nothing_outside_the_static_files_and_the_events_can_be_read(served, tmp_path_factory, monkeypatch):
     server, run_dir = served

@@ -1,5 +1,6 @@
 """A training run as events for the live page (`python -m transformer train --explore`, `python -m viz
-watch RUN_DIR`): one JSON object a line, appended to OUT/events.jsonl and flushed, never rewritten.
+watch RUN_DIR`): one JSON object a line, appended to OUT/events.jsonl and flushed. A run continued with
+--resume first cuts the file back to its checkpoint's step, as metrics.jsonl, so no step appears twice.
 
     start   the modules whose gradient norms are followed, the probe sentences, the run's sizes
     step    after every step: loss, lr, tokens/s, the gradient norm (before clipping) and its share
@@ -31,7 +32,6 @@ from tinygrad_lite.random import get_rng_state, set_rng_state
 from .train import TrainingReport
 from .translator import for_display
 
-EVENTS_FILE = "events.jsonl"
 SPIKE, WINDOW, WARMUP = 10.0, 100, 10  # a spike: norm > SPIKE x median of the last WINDOW (>= WARMUP) steps
 PROBES = 3
 
@@ -72,7 +72,7 @@ class TrainingEvents(TrainingReport):
 
     def __init__(self, trainer, inner: TrainingReport | None = None, probes: int = PROBES):
         self.trainer, self.inner = trainer, inner or TrainingReport()
-        self.path = os.path.join(trainer.cfg.out, EVENTS_FILE)
+        self.path = trainer.events_path
         self.groups = module_groups(trainer.model)
         self.recent = deque(maxlen=WINDOW)
         split = trainer.data.splits.get("dev") or trainer.data.splits["train"]

@@ -129,6 +129,7 @@ class Dataset:
 
 # the loss of a step against the first step's: above FAR_ABOVE times it warns, above DIVERGED it stops
 FAR_ABOVE, DIVERGED = 2.0, 10.0
+EVENTS_FILE = "events.jsonl"  # the live page's log of the run (--explore, transformer.events)
 
 
 class TrainingDiverged(FloatingPointError):
@@ -321,6 +322,7 @@ class Trainer:
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.best = [-1.0, -1.0]  # (dev exact match, dev BLEU) of best.safetensors
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
+        self.events_path = os.path.join(cfg.out, EVENTS_FILE)  # --explore's (transformer.events)
         tl.manual_seed(dist.rank_seed(cfg.seed))  # data parallel: each rank its own dropout (rank 0: seed)
         self.step, self.epoch, self.batch_in_epoch = 0, 0, 0
         if cfg.resume:

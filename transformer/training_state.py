@@ -12,8 +12,8 @@ place in the epoch (batches are shuffled with seed (seed, epoch), so the place i
 - what the next evaluation reports and keeps: the training losses since the last evaluation, the
   best dev score so far, the weights of the last --average evaluations (checkpoint averaging: that
   many copies of the weights), and the first step's loss (the divergence guard's yardstick);
-- the size of metrics.jsonl, to which a resumed run cuts the file back: the records an
-  interrupted evaluation wrote after the checkpoint are written again, once.
+- the sizes of metrics.jsonl and of --explore's events.jsonl, to which a resumed run cuts the files
+  back: the records and events written after the checkpoint are written again, once.
 
 Not bit-exact by nature: a run bounded by --minutes (the clock decides where it stops and, with
 --cooldown, the lr), and a run resumed with another number of ranks (a rank the saved run did not
@@ -59,11 +59,11 @@ def training_state(trainer, every_rank: bool = True) -> dict:
     states = dist.gather_json(get_rng_state()) if every_rank else [get_rng_state()]
     if not dist.is_main():
         return {}
-    metrics = trainer.metrics_path
     return {"step": trainer.step, "epoch": trainer.epoch, "batch_in_epoch": trainer.batch_in_epoch,
             "best": trainer.best, "rng": states[0], "rank_rngs": states, "losses": list(trainer.losses),
             "start_loss": trainer.start_loss, "warned_far_above": trainer.warned_far_above,
-            "snapshots": trainer.snapshots, "metrics_bytes": os.path.getsize(metrics) if os.path.exists(metrics) else 0,
+            "snapshots": trainer.snapshots, "metrics_bytes": size_of(trainer.metrics_path),
+            "events_bytes": size_of(trainer.events_path),
             "train_config": asdict(trainer.cfg)}
 
 
@@ -83,8 +83,14 @@ def restore_training_state(trainer, state: dict) -> None:
         set_rng_state(states[dist.rank()])
     else:
         manual_seed(dist.rank_seed(trainer.cfg.seed, trainer.step))
-    if dist.is_main() and "metrics_bytes" in state:
-        cut_back(trainer.metrics_path, int(state["metrics_bytes"]))
+    if dist.is_main():
+        for path, key in ((trainer.metrics_path, "metrics_bytes"), (trainer.events_path, "events_bytes")):
+            if key in state:
+                cut_back(path, int(state[key]))
+
+
+def size_of(path) -> int:
+    return os.path.getsize(path) if os.path.exists(path) else 0
 
 
 def cut_back(path, size: int) -> None:
