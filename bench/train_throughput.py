@@ -146,9 +146,9 @@ def environment(threads: int, torch) -> dict:
 def vector_isa(torch) -> str:
     """The widest vectors each engine's code runs: Numba's target, torch's kernels (BLAS: above)."""
     import numba
-    from llvmlite import binding
-    features = numba.config.CPU_FEATURES or binding.get_host_cpu_features().flatten()
-    numba_isa = "AVX-512" if "+avx512f" in features.split(",") else "AVX2 or narrower"
+
+    from tinygrad_lite.kernels.panels import wide_vectors
+    numba_isa = "AVX-512" if wide_vectors() else "AVX2 or narrower"
     torch_isa = torch.backends.cpu.get_cpu_capability() if torch else "-"
     chosen = f" (--isa {os.environ[ISA_ENV_VAR]})" if ISA_ENV_VAR in os.environ else ""
     return f"numba {numba_isa} ({numba.config.CPU_NAME or 'host'}), torch {torch_isa}{chosen}"

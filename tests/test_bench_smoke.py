@@ -55,7 +55,6 @@ def test_train_throughput_names_blas_kernels_chosen_by_the_environment(monkeypat
     assert "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE" in blas
 
 
-
 def test_train_throughput_isa_avx2_holds_every_engine_to_avx2():
     """--isa avx2 reruns the benchmark with these variables: no AVX-512 feature is left for Numba
     (so the panels' wide vectors stay off), OpenBLAS and torch take their AVX2 kernels."""
@@ -69,6 +68,7 @@ def test_train_throughput_isa_avx2_holds_every_engine_to_avx2():
     from llvmlite import binding
     host = binding.get_host_cpu_features().flatten().split(",")
     assert ("+avx2" in host) == ("+avx2" in features) and len(host) == len(features)  # the rest as the host's
+
 
 def test_train_throughput_counts_every_linear_weight():
     """The FLOP counter's linear products are 2·rows per weight of the model's Linear layers (every

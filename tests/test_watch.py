@@ -125,6 +125,7 @@ def test_a_resumed_run_cuts_its_events_back_to_the_checkpoint(tmp_path, monkeypa
     assert [e["step"] for e in of_type(resumed, "step")] == list(range(1, 9))
     assert story(tmp_path / "killed") == story(tmp_path / "whole")
 
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the NaN the test injects
 def test_a_nonfinite_loss_is_flagged_naming_the_op(tmp_path):
     trainer, _ = tiny_trainer(tmp_path, max_steps=3)
@@ -236,6 +237,7 @@ def test_a_file_cut_back_and_written_on_between_two_reads_is_read_again(tmp_path
         f.write("".join(line + "\n" for line in again))
     assert path.stat().st_size > events.end
     assert events.lines(0, 10) == ([lines[0], *again], 4)
+
 
 def test_nothing_outside_the_static_files_and_the_events_can_be_read(served, tmp_path_factory, monkeypatch):
     server, run_dir = served

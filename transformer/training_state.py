@@ -95,7 +95,7 @@ def size_of(path) -> int:
 
 def cut_back(path, size: int) -> None:
     """Truncate the file at `path` to its first `size` bytes, if it is longer."""
-    if os.path.exists(path) and os.path.getsize(path) > size:
+    if size_of(path) > size:
         with open(path, "r+b") as f:
             f.truncate(size)
 
