@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from numbers import Real
 
 import numpy as np
@@ -15,6 +16,16 @@ ACTIVATIONS = ("relu", "tanh", "sigmoid", "gelu", "linear")
 
 
 OFF_WORDS = ("0", "false", "off", "no")
+
+_CODE_NAME = re.compile(r"^(?=[^:\s]*[._])[A-Za-z_][\w.]*: ")
+
+
+def message_for_user(exc: BaseException) -> str:
+    """The one line a command line prints for `exc`: its text, white space folded, without a leading
+    code name such as `checkpoint.load: ` or `CharTokenizer.encode: `, which names a function the
+    user never called. The exception itself keeps it, for a reader of the library's tracebacks."""
+    text = " ".join(str(exc).split())
+    return _CODE_NAME.sub("", text, count=1) or type(exc).__name__
 
 
 def switched_off(env_var: str) -> bool:

@@ -5,6 +5,7 @@ Errors print one line and exit non-zero; --debug shows the traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import math
@@ -237,6 +238,23 @@ def check_input_file(path, what: str, hint: str = "") -> None:
         raise CLIError(f"{what} {path} does not exist{hint}")
 
 
+@contextlib.contextmanager
+def removed_if_left_empty(path):
+    """The folders of `path` that this block creates are removed again if it fails before writing in them."""
+    missing = []
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    try:
+        yield
+    except BaseException:
+        for folder in missing:
+            if os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)
+        raise
+
+
 def check_output_dir(path, what: str) -> None:
     if os.path.exists(path) and not os.path.isdir(path):
         raise CLIError(f"{what} {path} is a file; expected a directory (it is created if missing)")
@@ -338,7 +356,8 @@ def cmd_train(args) -> int:
         report = ProgressBar()
     else:
         report = TrainingReport()
-    trainer = Trainer(cfg, report=report)
+    with removed_if_left_empty(cfg.out):  # a --data that fails to read leaves no empty --out behind
+        trainer = Trainer(cfg, report=report)
     if args.overwrite and dist.is_main():
         remove_run(cfg.out)
     with_dev = bool(trainer.data.splits.get("dev"))
@@ -508,8 +527,8 @@ def parse(argv: list) -> argparse.Namespace:
 
 
 def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+    from tinygrad_lite.checks import message_for_user  # the engine loads only once a command runs
+    return message_for_user(exc)
 
 
 def gpt_arguments(argv: list) -> list | None:

@@ -27,7 +27,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from tinygrad_lite.checks import ACTIVATIONS
+from tinygrad_lite.checks import ACTIVATIONS, message_for_user
 from viz.explorer import cli as explorer_cli
 from viz.lab import cli as lab_cli
 from viz.render import FORMATS, check_output_path
@@ -482,10 +482,6 @@ COMMANDS = {"xor": run_xor, "mlp": run_mlp, "transformer": run_transformer, "gpt
 IMAGE_FORMATS = {"attention": ("png", "svg", "pdf"), "explore": ("html",)}
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -494,14 +490,15 @@ def main(argv=None) -> int:
             if hasattr(args, "out"):
                 check_output_path(args.out, formats=IMAGE_FORMATS.get(args.command, FORMATS), op="--out")
             written = COMMANDS[args.command](args)
-        for message in dict.fromkeys(_one_line(w.message) for w in caught if issubclass(w.category, UserWarning)):
+        warned = (message_for_user(w.message) for w in caught if issubclass(w.category, UserWarning))
+        for message in dict.fromkeys(warned):
             print(f"viz {args.command}: warning: {message}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # one line for the user; --debug for the traceback
         if args.debug:
             raise
-        print(f"viz {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"viz {args.command}: error: {message_for_user(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for path in written:
         print(path)

@@ -5,6 +5,7 @@ A page's files sit directly in its own folder; a name with a path in it (`/`, `\
 file, a NUL or a symlink names nothing, so no request can read outside that folder."""
 from __future__ import annotations
 
+import errno
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -27,6 +28,18 @@ class LocalServer(ThreadingHTTPServer):
     its connection alive); `url` says where it listens (port 0 picks a free one)."""
 
     daemon_threads = True
+
+    def server_bind(self) -> None:
+        try:
+            super().server_bind()
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            host, port = self.server_address[:2]
+            busy = OSError(f"port {port} on {host} is already in use (another server holds it): "
+                           "pick another with --port N, or --port 0 for any free one")
+            busy.errno = e.errno
+            raise busy from None
 
     @property
     def url(self) -> str:

@@ -9,7 +9,7 @@ from .server import EVENTS_FILE, WatchServer, holds_run
 
 def add_parser(commands) -> None:
     watch = commands.add_parser("watch", help="the live page of a training run (train --explore)",
-                                description=__doc__.splitlines()[0])
+                                description=" ".join(__doc__.split()))
     watch.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, e.g. runs/translator")
     add_server_arguments(watch)
 
