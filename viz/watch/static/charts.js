@@ -27,9 +27,21 @@ function ticks(lo, hi) {
   return out;
 }
 
+// Ticks of a log axis (lo, hi are powers of ten): whole powers when the range spans one or more.
+function logTicks(lo, hi) {
+  const whole = [];
+  for (let v = Math.ceil(lo); v <= hi + 1e-12; v++) whole.push(v);
+  return whole.length >= 2 ? whole : ticks(lo, hi);
+}
+
 function label(v) {
   const a = Math.abs(v);
   return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(0) : String(+v.toPrecision(3));
+}
+
+// [smallest, largest] of an array (a long run has too many values to spread into Math.min).
+function extent(values) {
+  return values.reduce(([lo, hi], v) => [Math.min(lo, v), Math.max(hi, v)], [Infinity, -Infinity]);
 }
 
 // At most `most` points of a series, evenly picked (a long run still draws quickly).
@@ -41,10 +53,22 @@ function thin(points, most) {
   return out;
 }
 
-// series: [{name, color, points: [[x, y], ...], dots}], options: {logY, marks: [x, ...]}
+// The trailing geometric mean of up to `window` points of a positive series: its typical level on a
+// log axis, without the step-to-step noise.
+function smooth(points, window) {
+  let sum = 0;
+  return points.map(([x, y], i) => {
+    sum += Math.log(y);
+    if (i >= window) sum -= Math.log(points[i - window][1]);
+    return [x, Math.exp(sum / Math.min(i + 1, window))];
+  });
+}
+
+// series: [{name, color, points: [[x, y], ...], dots, width}],
+// options: {logY, marks: [x, ...], yRange: [lo, hi] (shared by small multiples), compact}
 function lineChart(canvas, series, options = {}) {
   const { ctx, width, height } = prepare(canvas);
-  const pad = { left: 52, right: 20, top: 8, bottom: 22 };
+  const pad = options.compact ? { left: 40, right: 8, top: 6, bottom: 16 } : { left: 52, right: 20, top: 8, bottom: 22 };
   const shown = series.map(s => ({ ...s, points: s.points.filter(([x, y]) =>
     Number.isFinite(x) && Number.isFinite(y) && (!options.logY || y > 0)) }));
   const all = shown.flatMap(s => s.points);
@@ -54,20 +78,20 @@ function lineChart(canvas, series, options = {}) {
     return;
   }
   const f = options.logY ? Math.log10 : (v => v);
-  let [x0, x1] = [Math.min(...all.map(p => p[0])), Math.max(...all.map(p => p[0]))];
-  let [y0, y1] = [Math.min(...all.map(p => f(p[1]))), Math.max(...all.map(p => f(p[1])))];
+  let [x0, x1] = extent(all.map(p => p[0]));
+  let [y0, y1] = (options.yRange || extent(all.map(p => p[1]))).map(f);
   if (x1 === x0) x1 = x0 + 1;
   if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
   const X = x => pad.left + (x - x0) / (x1 - x0) * (width - pad.left - pad.right);
   const Y = y => height - pad.bottom - (f(y) - y0) / (y1 - y0) * (height - pad.top - pad.bottom);
-  drawAxes(ctx, { x0, x1, y0, y1, X, width, height, pad, logY: options.logY });
+  drawAxes(ctx, { x0, x1, y0, y1, X, width, height, pad, logY: options.logY, compact: options.compact });
   for (const x of options.marks || []) {
     ctx.strokeStyle = "#c62828";
     ctx.beginPath(); ctx.moveTo(X(x), pad.top); ctx.lineTo(X(x), height - pad.bottom); ctx.stroke();
   }
   for (const s of shown) {
     ctx.strokeStyle = ctx.fillStyle = s.color;
-    ctx.lineWidth = 1.5;
+    ctx.lineWidth = s.width || 1.5;
     ctx.beginPath();
     thin(s.points, 2 * width).forEach(([x, y], i) => (i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))));
     ctx.stroke();
@@ -79,12 +103,12 @@ function drawAxes(ctx, a) {
   const { x0, x1, y0, y1, X, width, height, pad } = a;
   ctx.strokeStyle = "#ccc"; ctx.fillStyle = "#555"; ctx.lineWidth = 1;
   const yAt = v => height - pad.bottom - (v - y0) / (y1 - y0) * (height - pad.top - pad.bottom);
-  for (const v of ticks(y0, y1)) {
+  for (const v of a.logY ? logTicks(y0, y1) : ticks(y0, y1)) {
     ctx.beginPath(); ctx.moveTo(pad.left, yAt(v)); ctx.lineTo(width - pad.right, yAt(v)); ctx.stroke();
     ctx.fillText(label(a.logY ? Math.pow(10, v) : v), 4, yAt(v) + 4);
   }
-  for (const v of ticks(x0, x1)) ctx.fillText(label(v), X(v) - 8, height - 6);
-  ctx.fillText("step", 4, height - 6);
+  for (const v of ticks(x0, x1)) ctx.fillText(label(v), X(v) - 8, height - (a.compact ? 3 : 6));
+  if (!a.compact) ctx.fillText("step", 4, height - 6);
 }
 
 // matrix: rows x cols in [0, 1]; rowLabels down the left, colLabels along the top.

@@ -3,21 +3,22 @@
 "use strict";
 
 const POLL_MS = 1000;
+const SMOOTH = 20;  // steps in the gradient norms' dark line (the page says so)
 const run = { since: 0, updates: 0, events: 0, steps: [], evals: [], modules: [], probes: [],
-              probeStep: null, alerts: [], status: "", ended: false, start: null, chosen: 0 };
+              probeStep: null, alerts: [], status: "", ended: false, end: null, start: null, chosen: 0 };
 
 const $ = id => document.getElementById(id);
 const num = v => (typeof v === "number" ? v : /inf/i.test(v) ? (String(v)[0] === "-" ? -Infinity : Infinity) : NaN);
 
 function apply(event) {
   switch (event.type) {
-    case "start": run.start = event; run.modules = event.modules; break;
+    case "start": run.start = event; run.modules = event.modules; explainLoss(event.config || {}); break;
     case "step": run.steps.push(event); break;
     case "eval": run.evals.push(event); break;
     case "probe": run.probes = event.probes; run.probeStep = event.step; break;
     case "alert": run.alerts.push(event); break;
     case "status": run.status = event.text; break;
-    case "end": run.ended = true; run.status = event.error ? "stopped on an error" : "done"; break;
+    case "end": run.ended = true; run.end = event; run.status = event.error ? "stopped on an error" : "done"; break;
   }
 }
 
@@ -29,17 +30,34 @@ function drawCurves() {
   lineChart($("bleu-chart"), [{ name: "BLEU", color: PALETTE[1], dots: true,
                                 points: evals.map(e => [e.step, num(e.dev_bleu)]) }]);
   lineChart($("lr-chart"), [{ name: "lr", color: PALETTE[2], points: steps.map(s => [s.step, num(s.lr)]) }]);
+  drawNorms();
+}
+
+// One small chart a module (the total first), all on the same log scale: every step light, its
+// trailing geometric mean dark, the spikes as red lines.
+function drawNorms() {
   const names = ["total", ...run.modules];
-  const series = names.map((name, i) => ({ name, color: i ? PALETTE[(i + 3) % PALETTE.length] : "#222",
-    points: steps.map(s => [s.step, num(name === "total" ? s.grad_norm : s.norms[name])]) }));
+  const norm = (s, name) => num(name === "total" ? s.grad_norm : s.norms[name]);
+  const series = names.map(name => run.steps.map(s => [s.step, norm(s, name)]).filter(([, y]) => y > 0 && y < Infinity));
+  const all = series.flat().map(p => p[1]);
+  const yRange = all.length ? extent(all) : undefined;
   const spikes = run.alerts.filter(a => a.kind === "spike").map(a => a.step);
-  lineChart($("norm-chart"), series, { logY: true, marks: spikes });
-  $("norm-legend").replaceChildren(...series.map(s => {
-    const span = document.createElement("span");
-    span.style.setProperty("--color", s.color);
-    span.textContent = s.name;
-    return span;
-  }));
+  const box = $("norms");
+  if (box.dataset.modules !== names.join(" ")) {
+    box.replaceChildren(...names.map(name => {
+      const figure = document.createElement("figure");
+      figure.dataset.module = name;
+      const caption = document.createElement("figcaption");
+      caption.textContent = name;
+      figure.append(caption, document.createElement("canvas"));
+      return figure;
+    }));
+    box.dataset.modules = names.join(" ");
+  }
+  names.forEach((name, i) => lineChart(box.children[i].querySelector("canvas"), [
+    { name, color: i ? "#9bb8dd" : "#bbb", width: 1, points: series[i] },
+    { name: `${name}, smoothed`, color: i ? PALETTE[0] : "#222", points: smooth(series[i], SMOOTH) }],
+  { logY: true, marks: spikes, yRange, compact: true }));
 }
 
 function drawAlerts() {
@@ -97,6 +115,35 @@ function drawSummary() {
     `${Math.round(last.tokens_per_s)} tok/s` : "no step yet";
   $("summary").textContent = [size, now].filter(Boolean).join(" · ");
   $("state").textContent = run.ended ? run.status : run.status ? `training (${run.status})` : "training";
+  if (run.ended) finished(run.end.error
+    ? `Training stopped on an error at step ${run.end.step}: ${run.end.error}`
+    : `Training is done: it ended at step ${run.end.step} after ${duration(run.end.t)}.`, run.end.error ? "error" : "done");
+}
+
+// The run is over, or the page can no longer follow it: say so in the title, the heading and a line.
+function finished(text, kind) {
+  const title = { done: "Training, done", error: "Training, stopped", lost: "Training, not followed" }[kind];
+  document.title = $("heading").textContent = title;
+  $("finished").textContent = `${text} The page has stopped updating` +
+    (kind === "lost" ? ": reload it to try again." : "; it shows the whole run.");
+  $("finished").className = kind;
+  $("finished").hidden = false;
+}
+
+function duration(seconds) {
+  const s = Math.round(num(seconds)), m = Math.floor(s / 60);
+  return m ? `${m} min ${s % 60} s` : `${s} s`;
+}
+
+// The loss chart's line: why dev can sit below train, from this run's own settings.
+function explainLoss(config) {
+  const on = [config.dropout > 0 && `dropout (p = ${config.dropout})`,
+    config.label_smoothing === undefined ? "label smoothing (if set)"
+      : config.label_smoothing > 0 && `label smoothing (ε = ${config.label_smoothing})`].filter(Boolean);
+  $("loss-explain").textContent = on.length
+    ? `Train: each step's batch, with ${on.join(" and ")} on, which raise it. ` +
+      `Dev: the whole dev split at each evaluation, with ${on.length > 1 ? "both" : "it"} off: so dev can sit below train.`
+    : "Train: each step's batch (noisy: every batch differs). Dev: the whole dev split at each evaluation.";
 }
 
 function redraw(kinds) {
@@ -118,6 +165,8 @@ async function poll() {
     data = await response.json();
   } catch (error) {
     $("state").textContent = "the server has stopped (reload to try again)";
+    finished(`The page lost its server after ${run.events} events: the run (or viz watch) has stopped ` +
+             "without saying it ended.", "lost");
     return;
   }
   if (data.total < run.since) { location.reload(); return; }  // a new run in the same directory
