@@ -224,6 +224,28 @@ def test_checkpoint_explores_a_training_step_of_the_translator(tmp_path, checkpo
     assert all(is_known(n["op"]) for n in data["nodes"])
 
 
+def test_a_translators_page_carries_the_chinese_font_for_its_own_characters(tmp_path, checkpoint):
+    """No CJK font on the machine draws the corpus pair as tofu, so the page embeds the bundled
+    font cut to the page's Chinese characters and names its family in the style."""
+    import base64
+    import io
+
+    from fontTools.ttLib import TTFont
+
+    from viz.font_face import BUNDLED_FONT_FAMILY, cjk_characters
+
+    out = tmp_path / "c.html"
+    assert run_viz("explore", "--checkpoint", checkpoint, "--out", out).returncode == 0
+    page = out.read_text(encoding="utf-8")
+    chinese = cjk_characters(page)
+    assert len(chinese) >= 4 and any(n["label"].startswith("loss on ") and cjk_characters(n["label"])
+                                     for n in embedded_data(page)["nodes"])
+    face = re.search(r'@font-face \{ font-family: "([^"]+)";[^}]*base64,([A-Za-z0-9+/=]+)', page)
+    assert face and face.group(1) == BUNDLED_FONT_FAMILY and f'sans-serif, "{BUNDLED_FONT_FAMILY}"' in page
+    font = TTFont(io.BytesIO(base64.b64decode(face.group(2))))
+    assert set(chinese) <= {chr(c) for c in font.getBestCmap()} and len(face.group(2)) < 300_000
+
+
 def test_checkpoint_explores_a_training_step_of_a_gpt_on_its_own_text(tmp_path):
     """A GPT checkpoint (the shape `gpt train` writes: the tokenizer and the run's data in its
     metadata): one step on a window of that text, the loss named by the window."""

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from fontTools.ttLib import TTFont, TTLibError
 from matplotlib import font_manager
 
+from .font_face import BUNDLED_FONT_FAMILY, BUNDLED_FONT_PATH, is_cjk
+
 CJK_PROBE = "苹"
 FONT_ENV = "TINYGRAD_LITE_CJK_FONT"
-BUNDLED_FONT_FAMILY = "TinygradLite CJK"
-BUNDLED_FONT_PATH = os.path.join(os.path.dirname(__file__), "fontdata", "TinygradLiteCJK-Regular.otf")
 
 CJK_NAME_PATTERNS = (
     "Noto Sans CJK",
@@ -50,18 +50,6 @@ CJK_FILE_PATTERN = re.compile(
 
 # Fonts that map every code point to a placeholder box: "covering" CJK, drawing nothing useful.
 PLACEHOLDER_FONT_NAMES = ("Last Resort",)
-
-CJK_RANGES = (
-    (0x2E80, 0x2FDF),  # radicals
-    (0x3000, 0x30FF),  # CJK punctuation, kana
-    (0x3100, 0x31FF),  # bopomofo, kana extensions
-    (0x3400, 0x4DBF),  # extension A
-    (0x4E00, 0x9FFF),  # unified ideographs
-    (0xAC00, 0xD7AF),  # hangul syllables
-    (0xF900, 0xFAFF),  # compatibility ideographs
-    (0xFF00, 0xFFEF),  # full-width forms
-    (0x20000, 0x3134F),  # extensions B and later
-)
 
 INSTALL_HINT = (
     "install a CJK font (e.g. `apt-get install fonts-wqy-microhei` or `fonts-noto-cjk`) "
@@ -92,7 +80,7 @@ class CJKFont:
 
 def needs_cjk_font(text: str) -> bool:
     """True if `text` has a Chinese/Japanese/Korean character that DejaVu Sans cannot draw."""
-    return any(lo <= ord(ch) <= hi for ch in text for lo, hi in CJK_RANGES)
+    return any(is_cjk(ch) for ch in text)
 
 
 def font_covers(path: str, text: str, index: int = 0) -> bool:

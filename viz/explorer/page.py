@@ -1,9 +1,11 @@
 """`explore(loss)`: one self-contained HTML page that steps through the backward pass.
 
 The page holds everything it needs: our script and style (viz/explorer/static/) inline, the
-graph laid out by Graphviz as inline SVG (one per module state, viz.explorer.views), and the
-engine's numbers as JSON (viz.explorer.trace). It makes no request of any kind, so it opens from
-a file, offline, and inside Jupyter (an iframe whose `srcdoc` is the page).
+graph laid out by Graphviz as inline SVG (one per module state, viz.explorer.views), the
+engine's numbers as JSON (viz.explorer.trace), and the bundled Chinese font cut to the page's
+own characters (viz.font_face), so "loss on 这是一个苹果 → ..." is drawn on a machine with no
+CJK font. It makes no request of any kind, so it opens from a file, offline, and inside Jupyter
+(an iframe whose `srcdoc` is the page).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from tinygrad_lite.files import atomic_write
 
+from ..font_face import font_face_css
 from .trace import trace
 from .views import DEFAULT, build_views
 
@@ -48,7 +51,9 @@ class Explorer:
         payload = _script_safe(json.dumps(self.data, ensure_ascii=False, separators=(",", ":"),
                                           allow_nan=False))
         page = _static("explorer.html")
-        for slot, text in (("/*STYLE*/", _static("explorer.css")), ("/*TITLE*/", html.escape(self.data["title"])),
+        font = font_face_css(self.data["title"] + payload)
+        for slot, text in (("/*FONT*/", font), ("/*STYLE*/", _static("explorer.css")),
+                           ("/*TITLE*/", html.escape(self.data["title"])),
                            ("/*DATA*/", payload), ("/*SCRIPT*/", _static("explorer.js"))):
             page = page.replace(slot, text)
         return page
