@@ -1,6 +1,7 @@
 """The attention lab in a real browser: it loads cleanly and offline, translates what is typed,
 and masking a source token shows the Python API's translation for that mask and redraws the
-attention (the masked column turns white)."""
+attention (the masked column turns white); Chinese column labels stand upright, a new beam tree
+opens at its root, and an empty submit clears the old translation and says what to do."""
 import os
 import subprocess
 import sys
@@ -97,3 +98,65 @@ def test_a_bad_mask_shows_the_servers_reason(browser, page_checks, lab):
 def test_the_screenshot_is_written(browser, lab, tmp_path):
     out = lab_screenshot(browser, lab.url, tmp_path / "lab.png", text=TEXT, mask=1)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+LABEL_INK = """
+const canvas = document.querySelector('#attention canvas'), ratio = window.devicePixelRatio || 1;
+const { left, top, cell } = canvas.dataset, k = arguments[0];
+const x0 = Math.round((Number(left) + k * cell + 2) * ratio);
+const x1 = Math.round((Number(left) + (k + 1) * cell - 3) * ratio);
+const height = Math.round((Number(top) - 2) * ratio);
+const data = canvas.getContext('2d').getImageData(x0, 0, x1 - x0, height).data;
+let xs = [], ys = [];
+for (let y = 0; y < height; y++) for (let x = 0; x < x1 - x0; x++)
+  if (data[4 * (y * (x1 - x0) + x) + 3] > 128) { xs.push(x); ys.push(y); }
+return xs.length ? [Math.max(...xs) - Math.min(...xs) + 1, Math.max(...ys) - Math.min(...ys) + 1] : [0, 0];"""
+
+
+def test_chinese_column_labels_stand_upright(browser, lab):
+    """一 (one) is a single horizontal stroke: upright its ink is wide and flat, turned it stands tall."""
+    browser.get(lab.url)
+    WebDriverWait(browser, 60).until(results_reach(1))
+    assert browser.find_element(By.ID, "text").get_attribute("value")[2] == "一"
+    width, height = browser.execute_script(LABEL_INK, 2)
+    assert width >= 4 and width > 2 * height, (width, height)
+
+
+TREE_VIEW = """
+const view = document.querySelector('.tree-scroll').getBoundingClientRect();
+const root = document.querySelector('#beam g.node[data-id="0"] rect').getBoundingClientRect();
+return root.left >= view.left && root.right <= view.right && root.top >= view.top && root.bottom <= view.bottom;"""
+
+
+def test_a_new_beam_tree_opens_at_its_root(browser, lab):
+    """A learner scrolls the tree to its far corner, then masks two tokens: each new tree shows its root."""
+    browser.get(lab.url)
+    wait = WebDriverWait(browser, 60)
+    wait.until(results_reach(1))
+    browser.execute_script("document.querySelector('.tree-scroll').style.maxHeight = '6rem'")  # a small screen
+    for count, position in enumerate([1, 2], start=2):
+        browser.execute_script("const view = document.querySelector('.tree-scroll');"
+                               "view.scrollTop = view.scrollHeight; view.scrollLeft = view.scrollWidth;")
+        browser.find_elements(By.CSS_SELECTOR, "#source .token")[position].click()
+        wait.until(results_reach(count))
+        taller = "const v = document.querySelector('.tree-scroll'); return v.scrollHeight > v.clientHeight"
+        assert browser.execute_script(taller), "the tree fits its box: nothing to scroll"
+        assert browser.execute_script(TREE_VIEW), f"after mask {count - 1} the root is out of view"
+
+
+@pytest.mark.parametrize("typed", ["", "   "], ids=["empty", "spaces"])
+def test_an_empty_submit_clears_the_translation_and_says_what_to_do(browser, page_checks, lab, typed):
+    browser.get(lab.url)
+    WebDriverWait(browser, 60).until(results_reach(1))
+    assert browser.find_element(By.ID, "translation").text
+    box = browser.find_element(By.ID, "text")
+    box.clear()
+    box.send_keys(typed)
+    browser.find_element(By.ID, "go").click()
+    error = browser.find_element(By.ID, "error")
+    WebDriverWait(browser, 30).until(lambda driver: error.is_displayed())
+    assert "type some Chinese" in error.text
+    assert browser.find_element(By.ID, "translation").text == ""
+    assert browser.find_elements(By.CSS_SELECTOR, "#source .token, #attention canvas, #beam g.node") == []
+    errors, outside = page_checks(browser)
+    assert errors == [] and outside == []

@@ -24,8 +24,7 @@ async function translate() {
   if (request !== state.requests) return;             // a newer request has been sent since
   $("status").textContent = "";
   if (!response.ok) {
-    $("error").textContent = payload.error;
-    $("error").hidden = false;
+    clearResult(payload.error);
     return;
   }
   $("error").hidden = true;
@@ -33,6 +32,14 @@ async function translate() {
   state.layer = Math.min(state.layer, payload.attention[state.kind].weights.length - 1);
   drawAll();
   document.body.dataset.results = Number(document.body.dataset.results || 0) + 1;  // for tests
+}
+
+// No translation on screen but `why` (what to do): the old one belonged to other text.
+function clearResult(why) {
+  state.result = null;
+  for (const id of ["source", "translation", "logprob", "attention", "beam"]) $(id).replaceChildren();
+  $("error").textContent = why;
+  $("error").hidden = false;
 }
 
 function drawAll() {
@@ -131,9 +138,9 @@ function heatmap(canvas, matrix, queries, keys, masked) {
   const cell = Math.max(10, Math.min(26, Math.floor(360 / Math.max(queries.length, keys.length))));
   const ctx = canvas.getContext("2d");
   ctx.font = FONT;
-  const keyLabels = keys.map((t, k) => (masked.has(k) ? `✕ ${t}` : t));
-  const labelWidth = (labels) => Math.max(...labels.map((t) => ctx.measureText(t).width)) + 8;
-  const left = labelWidth(queries), top = labelWidth(keyLabels);
+  const labels = keys.map((t, k) => keyLabel(t, masked.has(k)));
+  const left = Math.max(...queries.map((t) => ctx.measureText(t).width)) + 8;
+  const top = Math.max(...labels.map((l) => (l.chars ? l.chars.length * LINE : ctx.measureText(l.text).width))) + 8;
   const ratio = window.devicePixelRatio || 1;
   canvas.width = (left + cell * keys.length + 4) * ratio;
   canvas.height = (top + cell * queries.length + 4) * ratio;
@@ -150,20 +157,37 @@ function heatmap(canvas, matrix, queries, keys, masked) {
   ctx.textBaseline = "middle";
   ctx.textAlign = "right";
   queries.forEach((t, q) => ctx.fillText(t, left - 4, top + q * cell + cell / 2));
-  keyLabels.forEach((t, k) => {
-    ctx.save();
-    ctx.translate(left + k * cell + cell / 2, top - 4);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = "left";
-    ctx.fillStyle = masked.has(k) ? "#b02020" : "#1d2330";
-    ctx.fillText(t, 0, 0);
-    ctx.restore();
-  });
+  labels.forEach((l, k) => drawKeyLabel(ctx, l, left + k * cell + cell / 2, top - 4));
   canvas.addEventListener("mousemove", (event) => {
     const k = Math.floor((event.offsetX - left) / cell), q = Math.floor((event.offsetY - top) / cell);
     const inside = q >= 0 && q < queries.length && k >= 0 && k < keys.length;
     canvas.title = inside ? `${queries[q]} → ${keys[k]}: ${matrix[q][k].toFixed(3)}` : "";
   });
+}
+
+// A key's column label: Chinese stands upright, one character under the other (as it is written
+// in columns); anything else (English tokens, <unk>) is turned to read upwards.
+const LINE = 14;                                        // px from one upright character to the next
+const UPRIGHT = /^[\u2E80-\u9FFF\uF900-\uFAFF\uFF00-\uFFEF]+$/;
+function keyLabel(token, masked) {
+  return { text: masked ? `✕ ${token}` : token, masked,
+           chars: UPRIGHT.test(token) ? [...(masked ? ["✕"] : []), ...token] : null };
+}
+
+// The label ends at (x, bottom), centred on its column.
+function drawKeyLabel(ctx, label, x, bottom) {
+  ctx.save();
+  ctx.fillStyle = label.masked ? "#b02020" : "#1d2330";
+  if (label.chars) {
+    ctx.textAlign = "center";
+    label.chars.forEach((c, i) => ctx.fillText(c, x, bottom - (label.chars.length - i - 0.5) * LINE));
+  } else {
+    ctx.translate(x, bottom);
+    ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "left";
+    ctx.fillText(label.text, 0, 0);
+  }
+  ctx.restore();
 }
 
 function shade(weight) {  // 0 = white, 1 = dark blue
@@ -214,6 +238,9 @@ function drawBeam() {
   tree.setAttribute("width", (depth + 1) * STEP_X + 20);
   tree.setAttribute("height", rows * ROW_Y + 20);
   const x = (n) => 10 + n.step * STEP_X, y = (n) => 10 + row[n.id] * ROW_Y;
+  const view = tree.parentElement;                      // a new tree opens at its root, not where the last was scrolled
+  view.scrollLeft = 0;
+  view.scrollTop = Math.max(0, y(nodes[0]) + BOX_H / 2 - view.clientHeight / 2);
   for (const n of nodes) {
     if (n.parent === null) continue;
     const p = nodes[n.parent];
@@ -240,7 +267,11 @@ $("form").addEventListener("submit", (event) => {
   event.preventDefault();
   state.text = $("text").value;
   state.mask.clear();
-  translate();
+  if (state.text.trim()) { translate(); return; }
+  state.requests++;                                     // an answer still on its way is for other text
+  $("status").textContent = "";
+  clearResult("Nothing to translate: type some Chinese in the box, for example 我喜欢猫, then press Translate.");
+  $("text").focus();
 });
 $("layer").addEventListener("change", () => {
   state.layer = Number($("layer").value);
