@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from IPython.display import display
+from IPython.display import Pretty, display
 
 import tinygrad_lite as tl
 import transformer
@@ -204,21 +204,26 @@ for token in np.argsort(-shown["T 1"])[:8]:
 
 # %% [markdown]
 # `generate` yields one token at a time (it feeds the prompt once, then each new token through the
-# key/value cache), so the text can be printed as it is drawn. The same seed draws the same text.
+# key/value cache), so the text can be shown as it is drawn: one output, updated in place at each
+# token. The same seed draws the same text.
 
 # %%
-def stream(prompt, max_new_tokens=200, seed=0, **sampling):
-    """Print the prompt, then each token as generate draws it."""
+def stream(output, above, prompt, max_new_tokens=200, seed=0, **sampling):
+    """Draw a sample token by token and show `above`, the prompt and the text so far in `output`
+    (a display updated in place); returns the whole text shown."""
     decoder = tokenizer.decoder()  # holds back a character whose bytes span several tokens (bpe)
-    print(prompt, end="")
+    text = above + prompt
     for token in generate(model, tokenizer.encode(prompt), max_new_tokens, seed=seed, **sampling):
-        print(decoder.push(token), end="", flush=True)
-    print(decoder.flush())
+        text += decoder.push(token)
+        output.update(Pretty(text))
+    text += decoder.flush() + "\n"
+    output.update(Pretty(text))
+    return text
 
 
+samples, so_far = display(Pretty(""), display_id=True), ""
 for name, sampling in SETTINGS.items():
-    print(f"---------- {name}")
-    stream(PROMPT, **sampling)
+    so_far = stream(samples, so_far + f"---------- {name}\n", PROMPT, **sampling)
 
 # %% [markdown]
 # Greedy text soon repeats itself; a high temperature spells badly; in between the text looks

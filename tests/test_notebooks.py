@@ -1,5 +1,6 @@
-"""The notebooks in notebooks/ run top to bottom, show pictures, write no files, and each
-jupytext source (NAME.py, the one to review and edit) matches its paired NAME.ipynb.
+"""The notebooks in notebooks/ run top to bottom, show pictures, write no files, show streamed
+text as one output, and each jupytext source (NAME.py, the one to review and edit) matches its
+paired NAME.ipynb.
 
 A notebook that trains for a time budget reads it from TINYGRAD_LITE_NOTEBOOK_MINUTES; here it is
 SHORT_BUDGET_MINUTES, so the run proves the notebook works without taking the full minute.
@@ -97,3 +98,6 @@ def test_notebook_runs_shows_pictures_and_writes_no_files(source, monkeypatch):
                         if cell.cell_type == "code" and "draw_graph(" in cell.source
                         and not any(kind in out.get("data", {}) for out in cell.outputs for kind in IMAGE_TYPES)]
     assert not graphs_not_drawn, f"{source.name}: no picture from the cells ending {graphs_not_drawn}"
+    streamed = [len(cell.outputs) for cell in notebook.cells if cell.cell_type == "code" and "generate(" in cell.source]
+    assert all(n == 1 for n in streamed), (f"{source.name}: a cell streaming generate's tokens made {streamed} "
+                                           "outputs; show them in one display updated in place")
