@@ -118,6 +118,20 @@ def test_modules_fold_into_boxes_that_open_and_close():
     assert len(opened) > 2 and not opened & {"encoder.layers.0", "encoder", ""}
 
 
+def test_too_few_module_states_say_which_option_lays_out_more(tmp_path):
+    loss, model = step("transformer")
+    assert not [n for n in explore(loss, model, depth=2).data["notes"] if "module states" in n]
+    out = tmp_path / "t.html"
+    done = run_viz("explore", "transformer", "--max-views", "3", "--out", out)
+    assert done.returncode == 0, done.stderr
+    data = embedded_data(out.read_text(encoding="utf-8"))
+    [note] = [n for n in data["notes"] if "module states" in n]
+    assert "only 3 module states" in note and "--max-views 6" in note and "--expand PATH" in note
+    assert len(data["views"]) == 3
+    with pytest.raises(ValueError, match="explore: max_views"):
+        explore(loss, model, depth=2, max_views=0)
+
+
 def test_repr_html_is_an_inline_iframe_of_the_page():
     loss, _ = step("xor", "--points", "1")
     page = explore(loss)
@@ -222,6 +236,26 @@ def test_checkpoint_explores_a_training_step_of_the_translator(tmp_path, checkpo
     assert "encoder.layers.0.self_attn.w_q.weight" in labels
     assert data["nodes"][data["steps"][0]]["op"] == "cross_entropy"
     assert all(is_known(n["op"]) for n in data["nodes"])
+    assert data["title"] == f"backward, step by step: the translator {checkpoint}"
+    assert "smoothing" not in data["nodes"][data["steps"][0]]["rule"]  # this one trained with none
+
+
+def test_a_translator_trained_with_label_smoothing_has_it_in_its_rule(tmp_path):
+    from tinygrad_lite import manual_seed
+    from transformer import Transformer
+    from transformer.data import Vocab, builtin_corpus, tokenize_en, tokenize_zh
+    from transformer.translator import Translator
+
+    zh, en = builtin_corpus()["train"][0]
+    manual_seed(0)
+    model = Transformer(len(Vocab(tokenize_zh(zh))), len(Vocab(tokenize_en(en))), d_model=8, h=2, N=1, d_ff=16)
+    Translator(model, Vocab(tokenize_zh(zh)), Vocab(tokenize_en(en))).save(
+        tmp_path / "t.safetensors", train_state={"train_config": {"label_smoothing": 0.1}})
+    done = run_viz("explore", "--checkpoint", tmp_path / "t.safetensors", "--out", tmp_path / "t.html")
+    assert done.returncode == 0, done.stderr
+    data = embedded_data((tmp_path / "t.html").read_text(encoding="utf-8"))
+    rule = data["nodes"][data["steps"][0]]["rule"]
+    assert "label smoothing" in rule and "ε = 0.1" in rule
 
 
 def test_a_translators_page_carries_the_chinese_font_for_its_own_characters(tmp_path, checkpoint):
@@ -269,3 +303,6 @@ def test_checkpoint_explores_a_training_step_of_a_gpt_on_its_own_text(tmp_path):
     assert data["nodes"][data["steps"][0]]["op"] == "cross_entropy"
     assert all(is_known(n["op"]) for n in data["nodes"])
     assert any(n["label"].startswith("loss on ") and set(n["label"][9:17]) <= set(text) for n in data["nodes"])
+    assert "GPT" in data["title"] and "translator" not in data["title"]
+    rule = data["nodes"][data["steps"][0]]["rule"]
+    assert "softmax(z) − onehot(target)" in rule and "smoothing" not in rule

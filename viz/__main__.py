@@ -290,7 +290,8 @@ def gpt_step(args) -> tuple:
 
 def translator_step(args) -> tuple:
     """One teacher-forced training step of a trained translator on a pair of its own corpus (the
-    built-in one, or the file it was trained on), recorded under fast.plain()."""
+    built-in one, or the file it was trained on), recorded under fast.plain(), with the label
+    smoothing it trained with: (loss, model, label_smoothing)."""
     import numpy as np
 
     from tinygrad_lite import fast, manual_seed, retain_grads
@@ -307,11 +308,12 @@ def translator_step(args) -> tuple:
     tgt = np.asarray(tgt, dtype=np.int64)[None, :]
     manual_seed(args.seed)
     translator.model.train()
+    label_smoothing = recipe.get("label_smoothing", 0.0)
     with _kernel_backend(), fast.plain(), retain_grads():
-        loss = teacher_forcing_loss(translator.model, src, tgt[:, :-1], tgt[:, 1:], recipe.get("label_smoothing", 0.0))
+        loss = teacher_forcing_loss(translator.model, src, tgt[:, :-1], tgt[:, 1:], label_smoothing)
         loss.backward(retain_graph=True)
     loss.name = f"loss on {zh} → {en}"
-    return loss, translator.model
+    return loss, translator.model, label_smoothing
 
 
 def gpt_checkpoint_step(model, metadata: dict, args) -> tuple:
@@ -377,14 +379,15 @@ STEPS = {"xor": xor_step, "mlp": mlp_step, "transformer": transformer_step, "gpt
 
 
 def run_explore(args) -> list:
-    """The backward stepper's page (viz/explorer) for one step: a toy model's or a translator's."""
+    """The backward stepper's page (viz/explorer) for one step: a toy model's or a checkpoint's (translator or GPT)."""
     explorer_cli.check(args)
-    if args.checkpoint:
-        gpt = _gpt_checkpoint(args.checkpoint, with_metadata=True)
-        loss, model = gpt_checkpoint_step(*gpt, args) if gpt else translator_step(args)
-    else:
-        loss, model = STEPS[args.model](args)
-    return [explorer_cli.write(loss, model, args)]
+    if not args.checkpoint:
+        return [explorer_cli.write(*STEPS[args.model](args), args)]
+    gpt = _gpt_checkpoint(args.checkpoint, with_metadata=True)
+    if gpt:
+        return [explorer_cli.write(*gpt_checkpoint_step(*gpt, args), args, kind="GPT")]
+    loss, model, label_smoothing = translator_step(args)
+    return [explorer_cli.write(loss, model, args, kind="translator", label_smoothing=label_smoothing)]
 
 
 ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",

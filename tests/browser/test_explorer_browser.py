@@ -95,3 +95,65 @@ def test_clicking_a_module_opens_and_closes_it(browser, page_checks, tmp_path):
     frame.click()
     WebDriverWait(browser, 5).until(lambda d: graph.get_attribute("data-view") == "default")
     assert page_checks(browser) == ([], [])
+
+
+def rgb(css: str) -> tuple:
+    """'rgb(1, 2, 3)' or '#010203' -> (1, 2, 3)."""
+    if css.startswith("#"):
+        return tuple(int(css[k:k + 2], 16) for k in (1, 3, 5))
+    return tuple(int(float(part)) for part in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+
+
+def legend_colours() -> list:
+    """Every colour the graph's legend gives a state: the gradient-norm scale, zero, NaN/Inf."""
+    from viz.graph import NONFINITE_GRAD_COLOUR, ZERO_GRAD_COLOUR, grad_colour
+
+    return [rgb(grad_colour(10 ** (k / 50), 0.0, 1.0)) for k in range(51)] + \
+        [rgb(ZERO_GRAD_COLOUR), rgb(NONFINITE_GRAD_COLOUR)]
+
+
+def test_stepping_opens_the_module_a_node_is_folded_into_and_marks_it_in_no_legend_colour(
+        browser, page_checks, tmp_path):
+    """At --depth 2 the steps walk into closed layer boxes: each step opens the box it is in, so
+    the highlight sits on the node itself (never on a box that could open), in a colour at least
+    150 (RGB distance) from every state colour of the legend."""
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(write_page(tmp_path, "transformer").as_uri())
+    body, graph = browser.find_element("tag name", "body"), browser.find_element("id", "graph")
+    legend = legend_colours()
+    views, highlighted = set(), []
+    for step in range(40):
+        if step:
+            body.send_keys(Keys.ARROW_RIGHT)
+        shown_gradient(browser, step)
+        current = browser.find_elements("css selector", "g.node.current")
+        assert current, f"step {step} highlights nothing"
+        assert not [g.get_attribute("data-opens") for g in current if g.get_attribute("data-opens")], \
+            f"step {step} highlights a closed module box"
+        views.add(graph.get_attribute("data-view"))
+        highlighted.append(current[0].get_attribute("data-key"))
+        stroke = rgb(browser.execute_script(
+            "return getComputedStyle(arguments[0].querySelector('polygon, path, ellipse')).stroke", current[0]))
+        assert min(np.linalg.norm(np.subtract(stroke, c)) for c in legend) >= 150, stroke
+    assert len(views) > 1 and len(set(highlighted)) > 30
+    assert "current step" in browser.find_element("css selector", ".help").text
+    assert page_checks(browser) == ([], [])
+
+
+def test_a_modules_tooltip_goes_when_its_box_opens(browser, page_checks, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(write_page(tmp_path, "transformer").as_uri())
+    box = next(g for g in browser.find_elements("css selector", "g.node.clickable")
+               if g.get_attribute("data-opens") == "module:encoder.layers.0")
+    ActionChains(browser).move_to_element(box).perform()
+    tip = browser.find_element("id", "tip")
+    WebDriverWait(browser, 5).until(lambda d: tip.is_displayed())
+    assert tip.text.startswith("module encoder.layers.0:")
+    box.click()
+    WebDriverWait(browser, 5).until(
+        lambda d: d.find_element("id", "graph").get_attribute("data-view") == "module:encoder.layers.0")
+    assert not tip.is_displayed() or not tip.text.startswith("module encoder.layers.0:"), tip.text
+    assert page_checks(browser) == ([], [])

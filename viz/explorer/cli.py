@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 
+from .rules import cross_entropy_rule
+from .views import MAX_VIEWS
+
 MODELS = ("xor", "mlp", "transformer", "gpt")
 
 
@@ -33,6 +36,9 @@ def add_parser(commands, *, depth, positive, sizes, activations):
     sub.add_argument("--expand", action="append", default=[], metavar="PATH", help="open this module too")
     sub.add_argument("--rankdir", choices=("LR", "TB", "RL", "BT"), default=None)
     sub.add_argument("--max-nodes", type=positive, default=2000)
+    sub.add_argument("--max-views", type=positive, default=MAX_VIEWS,
+                     help=f"module states (which boxes are open) laid out ahead for clicks and steps "
+                          f"(default: {MAX_VIEWS}); more opens more boxes in a bigger page")
     sub.add_argument("--seed", type=int, default=0)
     sub.add_argument("--hidden", type=positive, default=2, help="xor: hidden neurons")
     sub.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=2, help="xor: examples in the step")
@@ -62,11 +68,15 @@ def check(args) -> None:
         raise ValueError("explore: --depth and --expand fold modules; the scalar xor step has none")
 
 
-def write(loss, model, args) -> str:
-    """The page for the step's `loss`, written to args.out; returns the path."""
+def write(loss, model, args, kind: str | None = None, label_smoothing: float = 0.0) -> str:
+    """The page for the step's `loss`, written to args.out; returns the path. `kind` names a
+    checkpoint's model ("translator", "GPT") in the title; a `label_smoothing` above 0 (the
+    translator's recipe) is in the cross-entropy rule."""
     from viz.explorer import explore
 
-    what = args.model or f"the translator {args.checkpoint}"
+    what = args.model or f"the {kind or 'model'} {args.checkpoint}"
+    rules = {"cross_entropy": cross_entropy_rule(label_smoothing)} if label_smoothing else None
     page = explore(loss, model, depth=args.depth, expand=args.expand, rankdir=args.rankdir,
-                   max_nodes=args.max_nodes, title=f"backward, step by step: {what}")
+                   max_nodes=args.max_nodes, max_views=args.max_views, title=f"backward, step by step: {what}",
+                   rules=rules)
     return str(page.save(args.out))

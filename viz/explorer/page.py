@@ -14,11 +14,12 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from tinygrad_lite.checks import positive_int
 from tinygrad_lite.files import atomic_write
 
 from ..font_face import font_face_css
 from .trace import trace
-from .views import DEFAULT, build_views
+from .views import DEFAULT, MAX_VIEWS, build_views
 
 EXTENSIONS = (".html", ".htm")
 
@@ -76,15 +77,19 @@ class Explorer:
 
 
 def explore(loss, model=None, *, depth: int | None = None, expand=(), rankdir: str | None = None,
-            max_nodes: int = 2000, title: str | None = None) -> Explorer:
+            max_nodes: int = 2000, max_views: int = MAX_VIEWS, title: str | None = None,
+            rules: dict | None = None) -> Explorer:
     """Step through the backward pass that already ran from `loss` (a Tensor or a scalar Value).
 
     It records nothing: it reads the graph and the gradients `loss.backward()` left. For a
     Tensor, run backward inside `tinygrad_lite.retain_grads()` so every node keeps its `.grad`,
     and with `retain_graph=True` so the page can show what each consumer sent (without them the
     page says what is missing). `model` names parameters and modules; `depth` and `expand` fold
-    modules into boxes as `draw_graph(collapse=, expand=)` does (click a box to open it).
+    modules into boxes as `draw_graph(collapse=, expand=)` does (click a box to open it), each
+    module state laid out ahead, up to `max_views` of them. `rules` (op -> text) replaces an op's
+    default local rule where the model's own differs, e.g. cross_entropy with label smoothing.
     """
+    max_views = positive_int("explore", "max_views", max_views)
     traced = trace(loss, model)
     if traced.kind == "value" and (model is not None or depth is not None or expand):
         raise ValueError("explore: model, depth and expand apply to Tensor graphs built by Modules; "
@@ -92,8 +97,10 @@ def explore(loss, model=None, *, depth: int | None = None, expand=(), rankdir: s
     if all(n["grad"] is None or n["grad"]["norm"] == 0 for n in traced.nodes):
         raise ValueError("explore: the graph holds no gradients; call loss.backward() first")
     rankdir = rankdir or ("LR" if traced.kind == "value" else "TB")
-    views, notes = build_views(loss, model, depth, expand, rankdir, max_nodes, traced.index())
+    views, notes = build_views(loss, model, depth, expand, rankdir, max_nodes, traced.index(), max_views)
     for k, i in enumerate(traced.steps):
         traced.nodes[i]["step"] = k
+    for node in traced.nodes:
+        node["rule"] = (rules or {}).get(node["op"], node["rule"])
     return Explorer({"title": title or "backward, step by step", "kind": traced.kind, "nodes": traced.nodes,
                      "steps": traced.steps, "views": views, "start": DEFAULT, "notes": traced.notes + notes})

@@ -66,7 +66,7 @@ TENSOR_RULES = {
                   "∂γ += Σ g·x̂,  ∂β += Σ g",
     "dropout": "out = x·keep / (1 − p)  →  ∂x += g·keep / (1 − p)",
     "cross_entropy": "L = mean over real tokens of −ln softmax(z)[target]  →  ∂z += (softmax(z) − onehot(target)) "
-                     "/ n  (label smoothing: onehot mixed with uniform)",
+                     "/ n",
     "binary_cross_entropy_with_logits": "L = mean(ln(1 + eˢ) − t·s)  →  ∂s += (σ(s) − t) / n",
 }
 
@@ -76,6 +76,14 @@ LOCAL_RULES = {**SCALAR_RULES, **TENSOR_RULES,
                   for op, formula in FAST_OPS.items()}}
 LEAF_RULE = "a leaf (parameter or input): no op below it; its .grad is what the optimizer reads"
 _POWER = re.compile(r"^\*\*(-?\d+(?:\.\d+)?(?:e-?\d+)?)$")
+
+
+def cross_entropy_rule(label_smoothing: float) -> str:
+    """The cross-entropy rule of a model trained with label smoothing ε (the translator's recipe):
+    the target is one-hot mixed with uniform."""
+    eps = f"{label_smoothing:g}"
+    return (f"L = mean over real tokens of −Σ_c q_c·ln softmax(z)_c, q = (1−ε)·onehot(target) + ε/C, "
+            f"ε = {eps} (label smoothing)  →  ∂z += (softmax(z) − q) / n")
 
 
 def local_rule(op: str) -> str:

@@ -14,6 +14,7 @@ from ..graph import build_scene
 from ..render import pipe
 
 DEFAULT = "default"
+MAX_VIEWS = 80
 
 
 def view_id(path: str) -> str:
@@ -41,7 +42,7 @@ def _cluster_title(path: str) -> str:
 
 
 def build_views(loss, model, depth, expand, rankdir: str, max_nodes: int, index: dict,
-                max_views: int = 80) -> tuple[dict, list]:
+                max_views: int = MAX_VIEWS) -> tuple[dict, list]:
     """(views by id, notes): each view's svg, node keys, and what a click on a box or frame opens."""
     expand = list(expand or ())
     tensor_graph = hasattr(loss, "requires_grad")
@@ -68,8 +69,15 @@ def build_views(loss, model, depth, expand, rankdir: str, max_nodes: int, index:
         views[name] = {"svg": svg_text(scene), "keys": _keys(scene, index), "clicks": clicks,
                        "boxes": dict(scene.box_path), "focus": focus}
     if len(wanted) >= max_views:
-        notes.append(f"only {max_views} module states were laid out; some boxes do not open")
+        notes.append(too_many_views(max_views))
     return views, notes
+
+
+def too_many_views(max_views: int) -> str:
+    """The note of a page whose module states were cut at `max_views`, with what gives more."""
+    return (f"only {max_views} module states were laid out, so some boxes do not open: lay out more with "
+            f"--max-views {2 * max_views} (explore(..., max_views={2 * max_views}) in Python; the page grows with "
+            "each), or open the module you want from the start with --expand PATH (expand=[PATH])")
 
 
 def _closing_clicks(focus: str, tree, expand) -> dict:

@@ -79,7 +79,13 @@ function view() { return DATA.views[state.view]; }
 
 function showView(id) {
   if (!DATA.views[id]) return;
+  drawView(id);
+  showStep(state.step);
+}
+
+function drawView(id) {
   state.view = id;
+  $("tip").hidden = true;  // its box is gone: no mouseleave will come
   const graph = $("graph");
   graph.innerHTML = view().svg;
   graph.dataset.view = id;
@@ -102,7 +108,16 @@ function showView(id) {
       g.addEventListener("mouseleave", () => { $("tip").hidden = true; });
     }
   });
-  showStep(state.step);
+}
+
+// Stepping onto a node folded into a module box opens that box (and any box inside it that
+// still folds the node), so the highlight is on the node itself, not on the whole module.
+function reveal(i) {
+  for (let opened = 0; opened < 16; opened++) {
+    const box = keysOf(i).find((key) => view().boxes[key]), target = box && view().clicks[box];
+    if (!target || !DATA.views[target] || target === state.view) return;
+    drawView(target);
+  }
 }
 
 function keysOf(node) { return view().keys[node] || []; }
@@ -156,6 +171,12 @@ function showArrivals(i) {
   }
 }
 
+function stepTo(k) {
+  state.step = Math.max(0, Math.min(DATA.steps.length - 1, k));
+  reveal(DATA.steps[state.step]);
+  showStep(state.step);
+}
+
 function showStep(k) {
   state.step = Math.max(0, Math.min(DATA.steps.length - 1, k));
   const i = DATA.steps[state.step], node = DATA.nodes[i];
@@ -204,15 +225,15 @@ function moveTip(event) {
 }
 
 // ------------------------------------------------------------ controls
-$("start").addEventListener("click", () => showStep(0));
-$("prev").addEventListener("click", () => showStep(state.step - 1));
-$("next").addEventListener("click", () => showStep(state.step + 1));
-$("end").addEventListener("click", () => showStep(DATA.steps.length - 1));
+$("start").addEventListener("click", () => stepTo(0));
+$("prev").addEventListener("click", () => stepTo(state.step - 1));
+$("next").addEventListener("click", () => stepTo(state.step + 1));
+$("end").addEventListener("click", () => stepTo(DATA.steps.length - 1));
 document.addEventListener("keydown", (event) => {
   const moves = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
-  if (event.key in moves) showStep(state.step + moves[event.key]);
-  else if (event.key === "Home") showStep(0);
-  else if (event.key === "End") showStep(DATA.steps.length - 1);
+  if (event.key in moves) stepTo(state.step + moves[event.key]);
+  else if (event.key === "Home") stepTo(0);
+  else if (event.key === "End") stepTo(DATA.steps.length - 1);
   else return;
   event.preventDefault();
 });
