@@ -157,3 +157,41 @@ def test_a_modules_tooltip_goes_when_its_box_opens(browser, page_checks, tmp_pat
         lambda d: d.find_element("id", "graph").get_attribute("data-view") == "module:encoder.layers.0")
     assert not tip.is_displayed() or not tip.text.startswith("module encoder.layers.0:"), tip.text
     assert page_checks(browser) == ([], [])
+
+
+def test_the_hover_pictures_have_labels_and_a_scale(browser, page_checks, tmp_path):
+    """The heatmap says what it shows (which rows and columns of which shape) and has a colour
+    scale from -max|x| to +max|x|; the histogram says how many values in how many bins and has its
+    value axis from the smallest to the largest value: all numbers the page's data holds."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from viz.explorer.page import embedded_data
+
+    page = write_page(tmp_path, "mlp")
+    data = embedded_data(page.read_text(encoding="utf-8"))
+    step = next(k for k, i in enumerate(data["steps"]) if len(data["nodes"][i]["grad"]["shape"]) == 2)
+    grad = data["nodes"][data["steps"][step]]["grad"]
+    browser.get(page.as_uri())
+    body = browser.find_element("tag name", "body")
+    for _ in range(step):
+        body.send_keys(Keys.ARROW_RIGHT)
+    shown_gradient(browser, step)
+    ActionChains(browser).move_to_element(browser.find_element("css selector", "g.node.current")).perform()
+    tip = browser.find_element("id", "tip")
+    WebDriverWait(browser, 5).until(lambda d: tip.is_displayed())
+    rows, cols = grad["shape"]
+    heat = tip.find_element("css selector", "figure.heatmap")
+    assert heat.find_element("tag name", "figcaption").text.startswith(
+        f"its gradient, heatmap: rows 1–{min(rows, 12)} × columns 1–{min(cols, 12)} of {rows} × {cols}")
+    big = max(abs(x) for row in grad["grid"] for x in row)
+    assert float(heat.find_element("css selector", ".scale-hi").text) == pytest.approx(big, rel=5e-3)
+    assert float(heat.find_element("css selector", ".scale-lo").text) == pytest.approx(-big, rel=5e-3)
+    hist = tip.find_element("css selector", "figure.histogram")
+    assert hist.find_element("tag name", "figcaption").text.startswith(
+        f"its gradient, histogram of all {grad['n']} values in {len(grad['hist']['counts'])} bins")
+    assert f"the tallest: {max(grad['hist']['counts'])}" in hist.text
+    assert float(hist.find_element("css selector", ".axis-lo").text) == pytest.approx(grad["hist"]["lo"], rel=5e-3)
+    assert float(hist.find_element("css selector", ".axis-hi").text) == pytest.approx(grad["hist"]["hi"], rel=5e-3)
+    assert page_checks(browser) == ([], [])

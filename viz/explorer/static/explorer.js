@@ -47,23 +47,55 @@ function describe(summary, target, cls) {
 }
 
 // ------------------------------------------------------------ small pictures
-function heatmap(grid) {
-  const rows = grid.length, cols = grid[0].length, cell = Math.max(4, Math.floor(120 / Math.max(rows, cols)));
+function short(x) {
+  return typeof x === "number" ? Number(x.toPrecision(3)).toString() : String(x);
+}
+
+function span(cls, text) {
+  const el = document.createElement("span");
+  el.className = cls;
+  el.textContent = text;
+  return el;
+}
+
+function figure(cls, caption, ...parts) {
+  const fig = document.createElement("figure"), cap = document.createElement("figcaption");
+  fig.className = "pic " + cls;
+  cap.textContent = caption;
+  fig.append(cap, ...parts);
+  return fig;
+}
+
+function heatmap(summary, what) {
+  const grid = summary.grid, rows = grid.length, cols = grid[0].length;
+  const cell = Math.max(4, Math.floor(120 / Math.max(rows, cols)));
   const canvas = document.createElement("canvas");
   canvas.width = cols * cell; canvas.height = rows * cell;
   const ctx = canvas.getContext("2d");
   const big = Math.max(1e-30, ...grid.flat().filter((x) => typeof x === "number").map(Math.abs));
-  grid.forEach((row, r) => row.forEach((x, c) => {
-    const t = typeof x === "number" ? x / big : 0;  // blue negative, red positive
+  const colour = (t) => {  // t in [-1, 1]: blue negative, white 0, red positive
     const a = Math.round(255 * (1 - Math.abs(t)));
-    ctx.fillStyle = t >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
+    return t >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
+  };
+  grid.forEach((row, r) => row.forEach((x, c) => {
+    ctx.fillStyle = colour(typeof x === "number" ? x / big : 0);
     ctx.fillRect(c * cell, r * cell, cell, cell);
   }));
-  return canvas;
+  const last = summary.shape.length ? summary.shape[summary.shape.length - 1] : 1;
+  const all = summary.shape.length < 2 ? [1, summary.n] : [summary.n / last, last];
+  const bar = document.createElement("canvas");
+  bar.width = 100; bar.height = 8;
+  const bctx = bar.getContext("2d");
+  for (let x = 0; x < bar.width; x++) { bctx.fillStyle = colour(2 * x / (bar.width - 1) - 1); bctx.fillRect(x, 0, 1, 8); }
+  const scale = document.createElement("div");
+  scale.className = "scale";
+  scale.append(span("scale-lo", short(-big)), bar, span("scale-hi", short(big)), span("scale-mid", "(white: 0)"));
+  return figure("heatmap", `${what}, heatmap: rows 1–${rows} × columns 1–${cols} of ${all[0]} × ${all[1]} ` +
+                `(rows: the leading axes, columns: the last); colour: the value`, canvas, scale);
 }
 
-function histogram(hist) {
-  const canvas = document.createElement("canvas");
+function histogram(summary, what) {
+  const hist = summary.hist, canvas = document.createElement("canvas");
   canvas.width = 160; canvas.height = 48;
   const ctx = canvas.getContext("2d"), top = Math.max(...hist.counts), w = canvas.width / hist.counts.length;
   ctx.fillStyle = "#2a7ae2";
@@ -71,7 +103,11 @@ function histogram(hist) {
     const h = top ? (n / top) * (canvas.height - 2) : 0;
     ctx.fillRect(k * w + 1, canvas.height - h, w - 2, h);
   });
-  return canvas;
+  const axis = document.createElement("div");
+  axis.className = "axis";
+  axis.append(span("axis-lo", short(hist.lo)), span("axis-name", "value →"), span("axis-hi", short(hist.hi)));
+  return figure("histogram", `${what}, histogram of all ${summary.n} values in ${hist.counts.length} bins; ` +
+                `bar height: how many (the tallest: ${top})`, canvas, axis);
 }
 
 // ------------------------------------------------------------ the graph
@@ -208,9 +244,9 @@ function showTip(key, event) {
     tip.append(title, document.createElement("br"), "value");
     tip.append(nums(node.value, "tip-value"), stats(node.value), "grad");
     if (node.grad) tip.append(nums(node.grad, "tip-grad"), stats(node.grad)); else tip.append(" not kept");
-    const pic = node.grad || node.value;
-    if (pic.grid && pic.n > 1) tip.append(heatmap(pic.grid));
-    if (pic.hist && pic.n > 1) tip.append(histogram(pic.hist));
+    const pic = node.grad || node.value, what = node.grad ? "its gradient" : "its value";
+    if (pic.grid && pic.n > 1) tip.append(heatmap(pic, what));
+    if (pic.hist && pic.n > 1) tip.append(histogram(pic, what));
   } else {
     return;
   }
