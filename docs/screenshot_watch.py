@@ -25,7 +25,7 @@ def watch_screenshot(driver, out=ROOT / "docs" / "img" / "watch.png") -> Path:
 
     with tempfile.TemporaryDirectory() as run_dir:
         proc, url = start_explore_run(run_dir, *RUN)
-        driver.set_window_size(1300, 1320)
+        driver.set_window_size(1300, 1480)
         driver.get(url)
         proc.wait(timeout=1200)
         WebDriverWait(driver, 30).until(lambda d: d.find_element("id", "state").text == "done")

@@ -68,7 +68,7 @@ function smooth(points, window) {
 // options: {logY, marks: [x, ...], yRange: [lo, hi] (shared by small multiples), compact}
 function lineChart(canvas, series, options = {}) {
   const { ctx, width, height } = prepare(canvas);
-  const pad = options.compact ? { left: 40, right: 8, top: 6, bottom: 16 } : { left: 52, right: 20, top: 8, bottom: 22 };
+  const pad = options.compact ? { left: 40, right: 16, top: 6, bottom: 16 } : { left: 52, right: 20, top: 8, bottom: 22 };
   const shown = series.map(s => ({ ...s, points: s.points.filter(([x, y]) =>
     Number.isFinite(x) && Number.isFinite(y) && (!options.logY || y > 0)) }));
   const all = shown.flatMap(s => s.points);
