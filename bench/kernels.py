@@ -32,11 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from train_throughput import BLAS_ENV_VARS, cpu_model  # shared with the other bench scripts
 
-from tinygrad_lite import kernels  # (this imports no numba yet: threads are set first)
+from tinygrad_lite import dispatch, kernels  # (this imports no numba yet: threads are set first)
 from tinygrad_lite.kernels import layernorm as ln
 from tinygrad_lite.kernels import softmax as sm
 
 mm = sys.modules["tinygrad_lite.kernels.matmul"]  # kernels.matmul is the function
+FORMULA = dispatch.FORMULAS  # the ops' NumPy formulas (in their op files), the "numpy" rows
 
 CONFIGS = {
     # name: (d_model, h, d_ff, batch, tokens per sequence, vocabulary assumed for log_softmax)
@@ -175,35 +176,35 @@ def last_axis_cases(config, dtype, rng):
 
     scores = rng.standard_normal((batch * h, tokens, tokens)).astype(dtype)
     scale = 1.0 / math.sqrt(d_model // h)
-    y = sm.softmax_forward_numpy(scores, scale)
+    y = FORMULA["softmax_forward"](scores, scale)
     grad = rng.standard_normal(scores.shape).astype(dtype)
     cases.append(("softmax", scores.shape, {
         "numba": (lambda: sm.softmax_forward_numba(scores, scale),
                   lambda: sm.softmax_backward_numba(y, grad, scale)),
-        "numpy": (lambda: sm.softmax_forward_numpy(scores, scale),
-                  lambda: sm.softmax_backward_numpy(y, grad, scale)),
+        "numpy": (lambda: FORMULA["softmax_forward"](scores, scale),
+                  lambda: FORMULA["softmax_backward"](y, grad, scale)),
     }, (scores, y, grad, scale)))
 
     logits = rng.standard_normal((batch * tokens, vocab)).astype(dtype)
-    log_y = sm.log_softmax_forward_numpy(logits)
+    log_y = FORMULA["log_softmax_forward"](logits)
     log_grad = rng.standard_normal(logits.shape).astype(dtype)
     cases.append(("log_softmax", logits.shape, {
         "numba": (lambda: sm.log_softmax_forward_numba(logits),
                   lambda: sm.log_softmax_backward_numba(log_y, log_grad)),
-        "numpy": (lambda: sm.log_softmax_forward_numpy(logits),
-                  lambda: sm.log_softmax_backward_numpy(log_y, log_grad)),
+        "numpy": (lambda: FORMULA["log_softmax_forward"](logits),
+                  lambda: FORMULA["log_softmax_backward"](log_y, log_grad)),
     }, (logits, log_y, log_grad)))
 
     x = rng.standard_normal((batch * tokens, d_model)).astype(dtype)
     gamma = rng.standard_normal(d_model).astype(dtype)
     beta = rng.standard_normal(d_model).astype(dtype)
-    _, mean, rstd = ln.layernorm_forward_numpy(x, gamma, beta)
+    _, mean, rstd = FORMULA["layernorm_forward"](x, gamma, beta)
     dy = rng.standard_normal(x.shape).astype(dtype)
     cases.append(("layernorm", x.shape, {
         "numba": (lambda: ln.layernorm_forward_numba(x, gamma, beta),
                   lambda: ln.layernorm_backward_numba(dy, x, gamma, mean, rstd)),
-        "numpy": (lambda: ln.layernorm_forward_numpy(x, gamma, beta),
-                  lambda: ln.layernorm_backward_numpy(dy, x, gamma, mean, rstd)),
+        "numpy": (lambda: FORMULA["layernorm_forward"](x, gamma, beta),
+                  lambda: FORMULA["layernorm_backward"](dy, x, gamma, mean, rstd)),
     }, (x, gamma, beta, dy)))
     return cases
 

@@ -5,7 +5,7 @@ last kept key; simd_exp's underflow shortcut gives the exact zeros and NaNs it g
 import numpy as np
 import pytest
 
-from tinygrad_lite import kernels
+from tinygrad_lite import dispatch, kernels
 from tinygrad_lite.kernels import attention as att
 from tinygrad_lite.kernels import attention_tiles as tiles
 
@@ -57,6 +57,6 @@ def test_softmax_exp_underflows_to_exact_zero_and_keeps_nan(dtype):
     with kernels.use_backend("numba"):
         y = kernels.softmax_forward(x[:, [0, 1, 2, 3, 4, 5, 6, 8]])
         poisoned = kernels.softmax_forward(x)
-    expected = kernels.softmax.softmax_forward_numpy(x[:, [0, 1, 2, 3, 4, 5, 6, 8]])
+    expected = dispatch.formula("softmax_forward")(x[:, [0, 1, 2, 3, 4, 5, 6, 8]])
     np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-30)
     assert (y[0, [1, 2]] == 0).all() and np.isnan(poisoned).all()

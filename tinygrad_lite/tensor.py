@@ -19,9 +19,9 @@ becomes a Tensor. The ops come in families, one file each, that Tensor inherits:
     ops/shapes.py    the dim, shape and dtype checks they share
 
 Binary ops broadcast as NumPy does and reduce each gradient back to its input's shape
-(`unbroadcast`). matmul, softmax, log_softmax and layer_norm run through `tinygrad_lite.kernels`
-(Numba JIT with NumPy twins). What runs here is the plain version of each op; a speed trick
-(tinygrad_lite/fast.py) takes over only behind one visible branch, `if TRICKS.<name>:`.
+(`unbroadcast`). Each op's formula is NumPy code in its op file; where a Numba kernel computes the
+same op faster, one line, `@has_twin(...)`, lets the Numba backend run it (tinygrad_lite.dispatch). A
+speed trick (tinygrad_lite/fast.py) takes over only behind one visible branch, `if TRICKS.<name>:`.
 """
 from __future__ import annotations
 

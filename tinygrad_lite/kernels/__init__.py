@@ -1,20 +1,22 @@
-"""CPU kernels for the Transformer's hot spots, each as a Numba JIT kernel and a NumPy twin.
+"""CPU kernels for the Transformer's hot spots: Numba twins of single ops, and the machinery that
+fuses several.
 
-The twins are the readable definitions; the Numba kernels are the fast path and are tested
-against them. `matmul` is np.matmul (OpenBLAS) on both backends; Numba products run only where they
-measured faster: attention's per-head products in float32 (kernels.simd's micro-kernels, in the tile
-kernels) and, on AVX-512 CPUs whose OpenBLAS runs 8-float kernels, a Linear's training products
+An op's formula lives in its op file, in NumPy (tinygrad_lite/ops/nn.py: softmax, log_softmax,
+layer norm); TWINS below registers the Numba kernel that computes the same op faster, and the op
+file's `@has_twin` line runs it under the numba backend (tinygrad_lite.dispatch). The formula is
+each twin's test oracle. The rest is machinery whose NumPy twins compose several ops: attention
+(per-query, SIMD tiles), fused dropout chains, cross-entropy's backward, the dropout mask's bits,
+Adam's update, the panel products. `matmul` is np.matmul (OpenBLAS): Numba products run only where
+they measured faster: attention's per-head products in float32 (kernels.simd's micro-kernels, in the
+tile kernels) and, on AVX-512 CPUs whose OpenBLAS runs 8-float kernels, a Linear's training products
 (kernels.panels, where panels.beats_blas says so; decoding's products in transformer's decoder kernel).
 All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
 them: the Tensor methods and nn.functional check what users pass.
 
+    softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward,
+    layernorm_forward, layernorm_backward      the ops as the backend runs them (dispatch.op), by name
     matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
     matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)
-    softmax_forward(x, scale=1.0, mask=None) -> y             last axis, masks, stable
-    softmax_backward(y, dy, scale=1.0) -> dx
-    log_softmax_forward(x) -> y,  log_softmax_backward(y, dy) -> dx
-    layernorm_forward(x, gamma, beta, eps=1e-5) -> (y, mean, rstd)
-    layernorm_backward(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
     attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
@@ -29,9 +31,9 @@ them: the Tensor methods and nn.functional check what users pass.
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
 Importing this package neither imports numba nor compiles anything; that happens on first use.
-The explicit twins live in the submodules, e.g. ``tinygrad_lite.kernels.softmax``'s
-``softmax_forward_numpy`` and ``softmax_forward_numba``. Note that the name ``matmul`` here is
-the function; import the module's twins with ``from tinygrad_lite.kernels.matmul import ...``.
+The Numba twins live in the submodules, e.g. ``tinygrad_lite.kernels.softmax.softmax_forward_numba``.
+Note that the name ``matmul`` here is the function; import the module's functions with
+``from tinygrad_lite.kernels.matmul import ...``.
 """
 from .attention import (
                         attention_backward,
@@ -46,16 +48,30 @@ from .dropout import keep_mask_from_seed
 from .embedding import embedding_backward
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
 from .gelu import gelu_and_slope, gelu_forward
-from .layernorm import layernorm_backward, layernorm_forward
 from .matmul import matmul, matmul_backward
-from .softmax import log_softmax_backward, log_softmax_forward, softmax_backward, softmax_forward
+
+TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of its Numba twin in this package
+    "softmax_forward": "softmax:softmax_forward_numba",
+    "softmax_backward": "softmax:softmax_backward_numba",
+    "log_softmax_forward": "softmax:log_softmax_forward_numba",
+    "log_softmax_backward": "softmax:log_softmax_backward_numba",
+    "layernorm_forward": "layernorm:layernorm_forward_numba",
+    "layernorm_backward": "layernorm:layernorm_backward_numba",
+}
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",
     "bias_relu_dropout_", "cross_entropy_backward",
     "dropout_backward", "embedding_backward", "gelu_and_slope", "gelu_forward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
-    "layernorm_backward", "layernorm_forward",
-    "log_softmax_backward", "log_softmax_forward", "matmul", "matmul_backward",
-    "set_backend", "softmax_backward", "softmax_forward", "use_backend",
+    "matmul", "matmul_backward", "set_backend", "TWINS", "use_backend",
 ]
+
+
+def __getattr__(name):
+    """kernels.softmax_forward and the other ops in TWINS: the op as the backend runs it (its Numba
+    twin, or its formula in its op file), for the machinery's callers."""
+    if name in TWINS:
+        from ..dispatch import op
+        return op(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

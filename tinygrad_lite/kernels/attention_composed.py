@@ -6,8 +6,8 @@ Numba softmax kernels where neither the per-query kernel nor the tile kernels ta
 """
 import numpy as np
 
+from .. import dispatch
 from . import attention_args as args
-from . import softmax
 
 
 def heads_first(x):
@@ -51,12 +51,12 @@ def backward_composed(q, k, v, weights, dout, scale, keep, keep_scale, softmax_b
 
 
 def attention_forward_numpy(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0):
-    """(out, weights) of multi-head attention (NumPy twin): matmul, softmax twin, matmul."""
+    """(out, weights) of multi-head attention (NumPy twin): matmul, softmax's formula (ops.nn), matmul."""
     shape = args.weights_shape(q, k, v)
     args.assert_keep(keep, shape)
     additive = args.additive(args.mask_in(mask, shape, q.dtype), q.dtype)
     return forward_composed(q, k, v, args.scale_factor(scale, q.shape[3], q.dtype), additive, keep, keep_scale,
-                            softmax.softmax_forward_numpy)
+                            dispatch.formula("softmax_forward"))
 
 
 def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0):
@@ -65,4 +65,4 @@ def attention_backward_numpy(q, k, v, weights, dout, scale=None, keep=None, keep
     args.assert_backward(q, weights, dout, v, shape)
     args.assert_keep(keep, shape)
     return backward_composed(q, k, v, weights, dout, args.scale_factor(scale, q.shape[3], q.dtype), keep,
-                             keep_scale, softmax.softmax_backward_numpy)
+                             keep_scale, dispatch.formula("softmax_backward"))

@@ -8,7 +8,7 @@ a few tenths of a second; ``import tinygrad_lite`` therefore stays fast and comp
 If Numba cannot be imported, the kernels fall back to NumPy after one ``RuntimeWarning``.
 
 Also shared by the kernel modules: the fast-math flags, the rule that keeps small kernel calls
-on one thread (:class:`threads_for`), `rows_of` and `unbroadcast`.
+on one thread (:class:`threads_for`) and `rows_of`.
 """
 import contextlib
 import functools
@@ -191,16 +191,3 @@ def rows_of(arr):
     """A C-contiguous (rows, last_dim) view of arr; copies only if arr is not C-contiguous."""
     return np.ascontiguousarray(arr).reshape(-1, arr.shape[-1])
 
-
-def unbroadcast(grad, shape):
-    """Sum `grad` over the axes that broadcasting added or stretched, back to `shape`: the
-    gradient of an input that was broadcast (by an elementwise op, or a matmul's batch dims)."""
-    if grad.shape == shape:
-        return grad
-    extra = grad.ndim - len(shape)
-    if extra:
-        grad = grad.sum(axis=tuple(range(extra)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    if stretched:
-        grad = grad.sum(axis=stretched, keepdims=True)
-    return grad

@@ -4,10 +4,10 @@ The Transformer wraps every sub-layer as LayerNorm(x + Sublayer(x)) (the paper, 
 the article's "Add & Norm"). For each row: y = (x - mean) * rstd * gamma + beta with
 rstd = 1 / sqrt(var + eps) and the biased variance (divide by N), as in PyTorch.
 
-Each function has a Numba kernel (``*_numba``) and a NumPy twin (``*_numpy``) with the same
-signature; the un-suffixed names dispatch on the backend of
-:mod:`tinygrad_lite.kernels.backend`. float32 and float64 are supported and outputs keep the
-input dtype; the Numba forward sums each row in float64 for the mean (large offsets would
+The formulas are the op's own, in tinygrad_lite/ops/nn.py (layernorm_forward, layernorm_backward);
+this file holds their Numba twins (``*_numba``, the same signatures), which kernels.TWINS
+registers and the numba backend runs (tinygrad_lite.dispatch). float32 and float64 are supported
+and outputs keep the input dtype; the Numba forward sums each row in float64 for the mean (large offsets would
 otherwise lose digits) and the squared deviations in the input dtype (two-pass variance), and
 dgamma/dbeta are summed in float64 across chunks of rows. ``mean`` and ``rstd`` have
 shape (..., 1) so they broadcast against x. A constant row has var 0 and stays finite thanks
@@ -24,7 +24,6 @@ from .backend import (
     lazy_kernels,
     rows_of,
     threads_for,
-    use_numba,
 )
 
 # Rows per parallel chunk are chosen so a chunk holds about this many elements; dgamma/dbeta
@@ -59,46 +58,6 @@ def _backward_args(dy, x, gamma, mean, rstd):
     assert dy.shape == x.shape and dy.dtype == x.dtype in (np.float32, np.float64), dy.shape
     _assert_affine(gamma, x)
     return dy, x, gamma, _row_stat(mean, x), _row_stat(rstd, x)
-
-
-# ---------------------------------------------------------------------------------------------
-# NumPy twins
-# ---------------------------------------------------------------------------------------------
-
-def layernorm_forward_numpy(x, gamma, beta, eps=1e-5):
-    """(y, mean, rstd) of layer norm over the last axis (NumPy twin)."""
-    x, gamma, beta, eps = _forward_args(x, gamma, beta, eps)
-    mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    rstd = 1.0 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + x.dtype.type(eps))
-    y = centered * rstd
-    if gamma is not None:
-        y = y * gamma
-    if beta is not None:
-        y = y + beta
-    return y, mean, rstd
-
-
-def layernorm_backward_numpy(dy, x, gamma, mean, rstd):
-    """(dx, dgamma, dbeta) of layer norm from the forward's saved mean and rstd (NumPy twin).
-
-    dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma and
-    xhat = (x - mean) * rstd; dgamma = sum over rows of dy * xhat; dbeta = sum of dy.
-    Both are None when gamma is None (a lone beta's gradient is just dy summed over rows).
-    """
-    dy, x, gamma, mean, rstd = _backward_args(dy, x, gamma, mean, rstd)
-    shape = x.shape[:-1] + (1,)
-    mean, rstd = mean.reshape(shape), rstd.reshape(shape)
-    xhat = (x - mean) * rstd
-    g = dy if gamma is None else dy * gamma
-    dx = rstd * (g - g.mean(axis=-1, keepdims=True)
-                 - xhat * (g * xhat).mean(axis=-1, keepdims=True))
-    if gamma is None:
-        return dx, None, None
-    n = x.shape[-1]
-    dgamma = (dy * xhat).reshape(-1, n).sum(axis=0)
-    dbeta = dy.reshape(-1, n).sum(axis=0)
-    return dx, dgamma, dbeta
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,7 +167,7 @@ def _compile_drivers(numba):
 
 
 # ---------------------------------------------------------------------------------------------
-# Numba entry points (same signatures as the twins) and backend-dispatching functions
+# Numba entry points (the formulas' signatures)
 # ---------------------------------------------------------------------------------------------
 
 def layernorm_forward_numba(x, gamma, beta, eps=1e-5):
@@ -245,20 +204,3 @@ def layernorm_backward_numba(dy, x, gamma, mean, rstd):
     dbeta = dbeta_parts.sum(axis=0, dtype=np.float64).astype(x.dtype)
     return dx, dgamma, dbeta
 
-
-def layernorm_forward(x, gamma, beta, eps=1e-5):
-    """Layer norm over the last axis on the selected backend.
-
-    x: float32/float64 (..., N); gamma, beta: (N,) of x's dtype, or None for 1 / 0.
-    Returns (y, mean, rstd): y like x, mean and rstd of shape (..., 1), to pass to
-    layernorm_backward.
-    """
-    impl = layernorm_forward_numba if use_numba() else layernorm_forward_numpy
-    return impl(x, gamma, beta, eps)
-
-
-def layernorm_backward(dy, x, gamma, mean, rstd):
-    """(dx, dgamma, dbeta) for layernorm_forward, in one pass over the rows, on the selected
-    backend; dgamma and dbeta are None when gamma is None."""
-    impl = layernorm_backward_numba if use_numba() else layernorm_backward_numpy
-    return impl(dy, x, gamma, mean, rstd)

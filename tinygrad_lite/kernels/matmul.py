@@ -20,7 +20,6 @@ whose OpenBLAS runs 8-float kernels (kernels.panels; the branch is nn.functional
 import numpy as np
 
 from ..threads import ensure_num_threads
-from .backend import unbroadcast
 
 
 def _swap_last(x):
@@ -49,6 +48,7 @@ def matmul_backward(a, b, dc, trans_a=False, trans_b=False):
     products come out transposed, which the trans flags absorb (no copies). Gradients of
     broadcast batch dims are summed back, so da has a's shape and db has b's shape.
     """
+    from ..ops.binary import unbroadcast  # here, not on top: kernels load while the ops are importing
     assert dc.dtype == a.dtype == b.dtype and dc.ndim >= 2, (dc.dtype, a.dtype, b.dtype, dc.shape)
     if trans_a:
         da = _blas_matmul(b, dc, trans_b, True)

@@ -3,11 +3,12 @@
     softmax(x)_j = exp(x_j) / sum_k exp(x_k)        log_softmax(x)_j = x_j - log(sum_k exp(x_k))
 
 Softmax turns the attention scores QK^T / sqrt(d_k) into weights that sum to 1 (the paper's
-Eq. 1, "Scaled Dot-Product Attention"); log-softmax feeds the cross-entropy loss. Each function
-has a Numba kernel (``*_numba``) and a NumPy twin (``*_numpy``) with the same signature; the
-un-suffixed names dispatch on the backend chosen in :mod:`tinygrad_lite.kernels.backend`.
+Eq. 1, "Scaled Dot-Product Attention"); log-softmax feeds the cross-entropy loss. The formulas
+are the ops' own, in tinygrad_lite/ops/nn.py (softmax_forward, softmax_backward,
+log_softmax_forward, log_softmax_backward); this file holds their Numba twins (``*_numba``, the
+same signatures), which kernels.TWINS registers and the numba backend runs (tinygrad_lite.dispatch).
 
-Conventions shared by both implementations:
+Conventions shared by the formulas and the kernels:
 
 * Stability: each row is shifted by its maximum before ``exp``, so logits of +-1e4 are fine.
 * ``mask`` (softmax only) broadcasts against ``x`` and is either ADDITIVE floats (0 keeps a
@@ -21,9 +22,7 @@ Conventions shared by both implementations:
 * float32 and float64 are supported; outputs have the input dtype. Inputs that are not
   C-contiguous are copied once; empty arrays give empty results.
 
-The file reads top-down: the NumPy twins (the formulas in array code), the dispatching
-functions, then the Numba kernels, which compute the same with a vectorisable exp and rows
-processed in cache-sized chunks.
+The kernels compute the formulas with a vectorisable exp and rows processed in cache-sized chunks.
 """
 import functools
 import math
@@ -36,101 +35,10 @@ from .backend import (
     lazy_kernels,
     rows_of,
     threads_for,
-    use_numba,
 )
 
 # ---------------------------------------------------------------------------------------------
-# NumPy twins: the formulas, each row shifted by its max for stability
-# ---------------------------------------------------------------------------------------------
-
-def softmax_forward_numpy(x, scale=1.0, mask=None):
-    """softmax(x * scale + mask) over the last axis (NumPy twin)."""
-    _trusted(x)
-    z = x * _as_scale(scale, x.dtype)
-    if mask is not None:
-        z = z + _additive_mask(mask, x)
-    if z.size == 0:
-        return z
-    with np.errstate(invalid="ignore"):
-        e = np.exp(z - _row_max_or_zero(z))
-    total = e.sum(axis=-1, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total != 0)
-
-
-def softmax_backward_numpy(y, dy, scale=1.0):
-    """dx = scale * y * (dy - sum(dy * y)) over the last axis, y = softmax output (NumPy twin)."""
-    _trusted(y, dy)
-    scale = _as_scale(scale, y.dtype)
-    return scale * y * (dy - (dy * y).sum(axis=-1, keepdims=True))
-
-
-def log_softmax_forward_numpy(x):
-    """log(softmax(x)) = x - max - log(sum(exp(x - max))) over the last axis (NumPy twin)."""
-    _trusted(x)
-    if x.size == 0:
-        return x.copy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        shifted = x - _row_max_or_zero(x)
-        total = np.exp(shifted).sum(axis=-1, keepdims=True)
-        log_total = np.where(total == 0, x.dtype.type(0), np.log(total))
-        return shifted - log_total
-
-
-def log_softmax_backward_numpy(y, dy):
-    """dx = dy - exp(y) * sum(dy) over the last axis; 0 on all -inf rows (NumPy twin)."""
-    _trusted(y, dy)
-    if y.size == 0:
-        return np.zeros_like(dy)
-    p = np.exp(y)
-    dx = dy - p * dy.sum(axis=-1, keepdims=True)
-    dead_rows = p.sum(axis=-1, keepdims=True) == 0
-    return np.where(dead_rows, dy.dtype.type(0), dx)
-
-
-def _row_max_or_zero(z):
-    """Row maxima, with 0 for all -inf rows so that z - max stays -inf instead of NaN."""
-    top = z.max(axis=-1, keepdims=True)
-    return np.where(np.isneginf(top), z.dtype.type(0), top)
-
-
-# ---------------------------------------------------------------------------------------------
-# What the package calls: the twin or the Numba kernel, by the backend
-# ---------------------------------------------------------------------------------------------
-
-def softmax_forward(x, scale=1.0, mask=None):
-    """softmax(x * scale + mask) over the last axis, on the selected backend.
-
-    x: float32/float64 array (..., N). scale: a number applied to x before the mask, e.g.
-    1/sqrt(d_k) in attention. mask: None, additive floats or booleans (True = may attend),
-    broadcastable to x. Returns y with x's shape and dtype; rows sum to 1 (0 if fully masked).
-    """
-    impl = softmax_forward_numba if use_numba() else softmax_forward_numpy
-    return impl(x, scale, mask)
-
-
-def softmax_backward(y, dy, scale=1.0):
-    """Gradient of softmax_forward w.r.t. x, from its output y and the upstream gradient dy.
-
-    The mask needs no argument: masked positions have y = 0, hence dx = 0 there.
-    """
-    impl = softmax_backward_numba if use_numba() else softmax_backward_numpy
-    return impl(y, dy, scale)
-
-
-def log_softmax_forward(x):
-    """log(softmax(x)) over the last axis, on the selected backend (all -inf row -> -inf)."""
-    impl = log_softmax_forward_numba if use_numba() else log_softmax_forward_numpy
-    return impl(x)
-
-
-def log_softmax_backward(y, dy):
-    """Gradient of log_softmax_forward w.r.t. x, from its output y and upstream gradient dy."""
-    impl = log_softmax_backward_numba if use_numba() else log_softmax_backward_numpy
-    return impl(y, dy)
-
-
-# ---------------------------------------------------------------------------------------------
-# Preconditions and mask preparation shared by both implementations
+# Preconditions and mask preparation
 # ---------------------------------------------------------------------------------------------
 
 def _trusted(*arrays):
@@ -168,7 +76,7 @@ def _mask_by_row(additive, x_shape):
 
 
 # ---------------------------------------------------------------------------------------------
-# Numba kernels: the same arithmetic as the twins, with the rows cut into cache-sized chunks
+# Numba kernels: the same arithmetic as the formulas, with the rows cut into cache-sized chunks
 # ---------------------------------------------------------------------------------------------
 
 # Rows are processed in chunks of about this many elements: small enough to stay in the L1/L2
@@ -536,7 +444,7 @@ def _compile_drivers(numba):
 
 
 # ---------------------------------------------------------------------------------------------
-# Numba entry points (same signatures as the twins)
+# Numba entry points (the formulas' signatures)
 # ---------------------------------------------------------------------------------------------
 
 def softmax_forward_numba(x, scale=1.0, mask=None):

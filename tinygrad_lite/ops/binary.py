@@ -8,10 +8,24 @@ import inspect
 import numpy as np
 
 from .. import fast, tensor
-from .. import kernels as K
 from ..fast import TRICKS
-from ..kernels.backend import unbroadcast
+from ..threads import ensure_num_threads
 from .shapes import FLOAT_DTYPES, broadcast_shape
+
+
+def unbroadcast(grad, shape):
+    """Sum `grad` over the axes that broadcasting added or stretched, back to `shape`: the
+    gradient of an input that was broadcast (by an elementwise op, or a matmul's batch dims).
+    Each copy of a broadcast entry fed the output, so its gradient is the sum over the copies."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra:
+        grad = grad.sum(axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = grad.sum(axis=stretched, keepdims=True)
+    return grad
 
 
 def _public_signature(fn):
@@ -177,7 +191,7 @@ class BinaryOps:
         """t | other: elementwise logical or, as a bool tensor (no grad)."""
         return tensor.Tensor(np.logical_or(self.data, tensor.as_array(other)))
 
-    # ------------------------------------------------------------ matmul (kernels)
+    # ------------------------------------------------------------ matmul
 
     def matmul(self, other):
         """Matrix product with NumPy's rules: 1-D operands are promoted, batch dims broadcast."""
@@ -192,15 +206,18 @@ class BinaryOps:
             raise ValueError(f"matmul: inner dims don't match: {a.shape} @ {b.shape} "
                              f"({ad.shape[-1]} != {bd.shape[-2]})")
         broadcast_shape("matmul (batch dims)", ad.shape[:-2], bd.shape[:-2])
-        out = K.matmul(ad, bd)
+        ensure_num_threads()  # the default thread count, once (tinygrad_lite.threads)
+        out = ad @ bd
         final = out[..., 0, :] if a.ndim == 1 else out
         final = final[..., 0] if b.ndim == 1 else final
 
         def backward(g):
+            # C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC, summed back over broadcast batch dims
             g = g.reshape(out.shape)
-            da, db = K.matmul_backward(ad, bd, g)
-            return (da.reshape(a.shape) if a.requires_grad else None,
-                    db.reshape(b.shape) if b.requires_grad else None)
+            da = unbroadcast(g @ np.swapaxes(bd, -1, -2), ad.shape) if a.requires_grad else None
+            db = unbroadcast(np.swapaxes(ad, -1, -2) @ g, bd.shape) if b.requires_grad else None
+            return (None if da is None else da.reshape(a.shape),
+                    None if db is None else db.reshape(b.shape))
         return self._make(final, "matmul", (a, b), backward)
 
     __matmul__ = matmul

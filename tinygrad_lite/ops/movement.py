@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tensor
-from ..kernels.backend import unbroadcast
+from .binary import unbroadcast
 from .shapes import check_same_dtype, norm_dim, shape_arg
 
 

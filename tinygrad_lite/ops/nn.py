@@ -1,6 +1,7 @@
-"""nn-flavoured ops: softmax, log_softmax, layer_norm and dropout (softmax and layer_norm run
-through tinygrad_lite.kernels), and the selecting ops a model's layers use: gather, masked_fill
-and where."""
+"""nn-flavoured ops: softmax, log_softmax, layer_norm and dropout, and the selecting ops a model's
+layers use: gather, masked_fill and where. The formulas of softmax, log_softmax and layer_norm,
+forward and backward, are the NumPy functions at the end of this file; `@has_twin` lets a backend
+run a faster twin of each (tinygrad_lite.dispatch)."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,10 @@ import math
 import numpy as np
 
 from .. import fast, tensor
-from .. import kernels as K
+from ..dispatch import has_twin
 from ..fast import TRICKS
-from ..kernels.backend import unbroadcast
 from ..random import rng
+from .binary import unbroadcast
 from .shapes import FLOAT_DTYPES, broadcast_shape, norm_dim
 
 
@@ -20,11 +21,11 @@ class NNOps:
 
     __slots__ = ()
 
-    # ------------------------------------------------------------ softmax family (kernels)
+    # ------------------------------------------------------------ softmax family
 
     def softmax(self, dim: int = -1, scale: float = 1.0, mask=None):
         """softmax(x·scale + mask) along `dim`, stable. `mask` is boolean (True = keep) or
-        additive; a fully masked row gives zeros, never NaN (see kernels.softmax)."""
+        additive; a fully masked row gives zeros, never NaN (softmax_forward below)."""
         d = norm_dim("softmax", dim, self.ndim)
         if self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"softmax: expected a float tensor, got {self.dtype}")
@@ -33,28 +34,27 @@ class NNOps:
         if not math.isfinite(scale):
             raise ValueError(f"softmax: scale must be a finite number, got {scale!r}")
         m = _mask_array("softmax", mask, self.shape, d)
-        y = K.softmax_forward(x.reshape(1) if x.ndim == 0 else x, scale, m).reshape(x.shape)
+        y = softmax_forward(x.reshape(1) if x.ndim == 0 else x, scale, m).reshape(x.shape)
 
         def backward(g):
             gl = g if last else np.moveaxis(g, d, -1)
-            dx = K.softmax_backward(y, np.ascontiguousarray(gl), scale)
+            dx = softmax_backward(y, np.ascontiguousarray(gl), scale)
             return (dx if last else np.moveaxis(dx, -1, d),)
         name = "softmax" if m is None else "softmax (masked)"
         return self._make(y if last else np.moveaxis(y, -1, d), name, (self,), backward)
 
     def log_softmax(self, dim: int = -1):
-        """Returns log(softmax(x)) along `dim`, computed stably in one kernel, like
-        torch.log_softmax."""
+        """Returns log(softmax(x)) along `dim`, computed stably, like torch.log_softmax."""
         d = norm_dim("log_softmax", dim, self.ndim)
         if self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"log_softmax: expected a float tensor, got {self.dtype}")
         last = d == self.ndim - 1 or self.ndim == 0
         x = self.data if last else np.moveaxis(self.data, d, -1)
-        y = K.log_softmax_forward(x.reshape(1) if x.ndim == 0 else x).reshape(x.shape)
+        y = log_softmax_forward(x.reshape(1) if x.ndim == 0 else x).reshape(x.shape)
 
         def backward(g):
             gl = g if last else np.moveaxis(g, d, -1)
-            dx = K.log_softmax_backward(y, np.ascontiguousarray(gl))
+            dx = log_softmax_backward(y, np.ascontiguousarray(gl))
             return (dx if last else np.moveaxis(dx, -1, d),)
         return self._make(y if last else np.moveaxis(y, -1, d), "log_softmax", (self,), backward)
 
@@ -97,11 +97,10 @@ class NNOps:
         x2 = self.data.reshape(-1, feat)
         gamma = None if weight is None else weight.data if k == 1 else weight.data.reshape(feat)
         beta = None if bias is None else bias.data if k == 1 else bias.data.reshape(feat)
-        y, mean, rstd = K.layernorm_forward(x2, gamma, beta, eps)
+        y, mean, rstd = layernorm_forward(x2, gamma, beta, eps)
 
         def backward(g):
-            dx, dgamma, dbeta = K.layernorm_backward(np.ascontiguousarray(g.reshape(-1, feat)), x2, gamma,
-                                                     mean, rstd)
+            dx, dgamma, dbeta = layernorm_backward(np.ascontiguousarray(g.reshape(-1, feat)), x2, gamma, mean, rstd)
             grads = [dx.reshape(shape)]
             if weight is not None:
                 grads.append(dgamma.reshape(normalized_shape))
@@ -181,6 +180,95 @@ def _mask_array(op, mask, shape, d):
     if d != len(shape) - 1 and len(shape) > 0:
         m = np.moveaxis(np.broadcast_to(m, shape), d, -1)
     return m
+
+
+# ---------------------------------------------------------------- the formulas (NumPy, over the last axis)
+
+@has_twin("softmax_forward")
+def softmax_forward(x, scale=1.0, mask=None):
+    """softmax(z)_j = exp(z_j − max z) / Σ_k exp(z_k − max z), z = x·scale + mask. Subtracting the
+    row's max changes nothing but keeps exp from overflowing. A row masked in full (all −inf)
+    gives zeros, and a NaN makes its row NaN."""
+    z = x * x.dtype.type(scale)
+    if mask is not None:
+        z = z + additive_mask(mask, x.dtype)
+    if z.size == 0:
+        return z
+    with np.errstate(invalid="ignore"):
+        e = np.exp(z - _row_max(z))
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total != 0)
+
+
+@has_twin("softmax_backward")
+def softmax_backward(y, dy, scale=1.0):
+    """dx = scale · y · (dy − Σ dy·y), from the output y: the Jacobian diag(y) − y·yᵀ applied to dy.
+    Masked positions have y = 0, hence dx = 0 there."""
+    return y.dtype.type(scale) * y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+
+
+@has_twin("log_softmax_forward")
+def log_softmax_forward(x):
+    """log softmax(x)_j = (x_j − max x) − log Σ_k exp(x_k − max x); a row of all −inf stays −inf."""
+    if x.size == 0:
+        return x.copy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = x - _row_max(x)
+        total = np.exp(shifted).sum(axis=-1, keepdims=True)
+        return shifted - np.where(total == 0, x.dtype.type(0), np.log(total))
+
+
+@has_twin("log_softmax_backward")
+def log_softmax_backward(y, dy):
+    """dx = dy − softmax(x)·Σ dy, softmax(x) = exp(y); 0 on rows of all −inf."""
+    if y.size == 0:
+        return np.zeros_like(dy)
+    p = np.exp(y)
+    dx = dy - p * dy.sum(axis=-1, keepdims=True)
+    return np.where(p.sum(axis=-1, keepdims=True) == 0, dy.dtype.type(0), dx)
+
+
+@has_twin("layernorm_forward")
+def layernorm_forward(x, gamma, beta, eps=1e-5):
+    """(y, mean, rstd): y = (x − mean)·rstd·gamma + beta, rstd = 1/√(var + eps), the biased variance
+    (÷ N) as PyTorch; gamma, beta of shape (N,) or None. mean and rstd, shape (..., 1), are kept
+    for the backward."""
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    rstd = 1.0 / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + x.dtype.type(eps))
+    y = centered * rstd
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return y, mean, rstd
+
+
+@has_twin("layernorm_backward")
+def layernorm_backward(dy, x, gamma, mean, rstd):
+    """(dx, dgamma, dbeta) from the forward's mean and rstd, with x̂ = (x − mean)·rstd, g = dy·gamma:
+    dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), dgamma = Σ_rows dy·x̂, dbeta = Σ_rows dy. Both are None
+    without gamma (a lone beta's gradient is dy summed over rows)."""
+    xhat = (x - mean) * rstd
+    g = dy if gamma is None else dy * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    if gamma is None:
+        return dx, None, None
+    n = x.shape[-1]
+    return dx, (dy * xhat).reshape(-1, n).sum(axis=0), dy.reshape(-1, n).sum(axis=0)
+
+
+def _row_max(z):
+    """Each row's max, or 0 for a row of all −inf (so z − max stays −inf, not NaN)."""
+    top = z.max(axis=-1, keepdims=True)
+    return np.where(np.isneginf(top), z.dtype.type(0), top)
+
+
+def additive_mask(mask, dtype):
+    """A mask as numbers added to the logits: True (may attend) → 0, False → −inf; floats as given."""
+    if mask.dtype == np.bool_:
+        return np.where(mask, 0.0, -np.inf).astype(dtype)
+    return mask.astype(dtype, copy=False)
 
 
 def dropout_keep_mask(shape, p: float) -> np.ndarray:
