@@ -1,4 +1,4 @@
-"""kernels.gelu: the Numba kernels against their NumPy twins (the formulas), value and slope, exact and
+"""kernels.gelu: the Numba kernels against the op's NumPy formulas (ops/unary.py), value and slope, exact and
 tanh GELU, float32 and float64, odd sizes, extreme values, NaN and inf; the float32 erf against SciPy's;
 Tensor.gelu gradchecked in float64 on both backends and against PyTorch."""
 import math
@@ -6,8 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from tinygrad_lite import Tensor, gradcheck, kernels, no_grad
+from tinygrad_lite import Tensor, dispatch, gradcheck, kernels, no_grad
 from tinygrad_lite.kernels import gelu as kg
+
+gelu_forward_formula, gelu_and_slope_formula = dispatch.formula("gelu_forward"), dispatch.formula("gelu_and_slope")
 
 APPROXIMATIONS = ["none", "tanh"]
 DTYPES = [np.float32, np.float64]
@@ -35,18 +37,18 @@ def inputs(shape, dtype, seed=0):
 def test_kernel_matches_its_twin(shape, dtype, approximate):
     x, _ = inputs(shape, dtype)
     y, slope = kg.gelu_and_slope_numba(x, approximate)
-    y_twin, slope_twin = kg.gelu_and_slope_numpy(x, approximate)
+    y_twin, slope_twin = gelu_and_slope_formula(x, approximate)
     assert_close(y, y_twin, dtype)
     assert_close(slope, slope_twin, dtype)
     assert_close(kg.gelu_forward_numba(x, approximate), y_twin, dtype)
-    np.testing.assert_array_equal(kg.gelu_forward_numpy(x, approximate), y_twin)
+    np.testing.assert_array_equal(gelu_forward_formula(x, approximate), y_twin)
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_extreme_values_nan_and_inf(dtype, approximate):
     x = np.array([-50, -20, -9, -4.5, -1e-30, 0, 1e-30, 4.5, 9, 20, 50, np.nan, np.inf, -np.inf], dtype)
-    (y, dx), (y_twin, dx_twin) = kg.gelu_and_slope_numba(x, approximate), kg.gelu_and_slope_numpy(x, approximate)
+    (y, dx), (y_twin, dx_twin) = kg.gelu_and_slope_numba(x, approximate), gelu_and_slope_formula(x, approximate)
     finite = np.isfinite(x)
     assert_close(y[finite], y_twin[finite], dtype)
     assert_close(dx[finite], dx_twin[finite], dtype)
@@ -78,11 +80,11 @@ def test_float32_exact_gelu_is_within_a_few_ulps():
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)
 def test_non_contiguous_and_integer_inputs(approximate):
     x, _ = inputs((6, 9), np.float32)
-    for y, y_twin in zip(kg.gelu_and_slope(x.T, approximate), kg.gelu_and_slope_numpy(x.T, approximate)):
+    for y, y_twin in zip(kg.gelu_and_slope_numba(x.T, approximate), gelu_and_slope_formula(x.T, approximate)):
         assert_close(y, y_twin, np.float32)
-    assert_close(kg.gelu_forward(x.T, approximate), kg.gelu_forward_numpy(x.T, approximate), np.float32)
-    ints = np.arange(-3, 4)                # the twin's NumPy rules: no kernel for integers
-    np.testing.assert_array_equal(kg.gelu_forward(ints, approximate), kg.gelu_forward_numpy(ints, approximate))
+    assert_close(kg.gelu_forward_numba(x.T, approximate), gelu_forward_formula(x.T, approximate), np.float32)
+    ints = np.arange(-3, 4)                # the formula's NumPy rules: no kernel for integers
+    np.testing.assert_array_equal(kg.gelu_forward_numba(ints, approximate), gelu_forward_formula(ints, approximate))
 
 
 def test_no_slope_without_a_gradient():

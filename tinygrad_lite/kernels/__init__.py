@@ -2,9 +2,9 @@
 fuses several.
 
 An op's formula lives in its op file, in NumPy (tinygrad_lite/ops/nn.py: softmax, log_softmax,
-layer norm); TWINS below registers the Numba kernel that computes the same op faster, and the op
-file's `@has_twin` line runs it under the numba backend (tinygrad_lite.dispatch). The formula is
-each twin's test oracle. The rest is machinery whose NumPy twins compose several ops: attention
+layer norm; ops/unary.py: GELU); TWINS below registers the Numba kernel that computes the same op
+faster, and the op file's `@has_twin` line runs it under the numba backend (tinygrad_lite.dispatch).
+The formula is each twin's test oracle. The rest is machinery whose NumPy twins compose several ops: attention
 (per-query, SIMD tiles), fused dropout chains, cross-entropy's backward, the dropout mask's bits,
 Adam's update, the panel products. `matmul` is np.matmul (OpenBLAS): Numba products run only where
 they measured faster: attention's per-head products in float32 (kernels.simd's micro-kernels, in the
@@ -13,8 +13,8 @@ tile kernels) and, on AVX-512 CPUs whose OpenBLAS runs 8-float kernels, a Linear
 All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
 them: the Tensor methods and nn.functional check what users pass.
 
-    softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward,
-    layernorm_forward, layernorm_backward      the ops as the backend runs them (dispatch.op), by name
+    softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward, layernorm_forward,
+    layernorm_backward, gelu_forward, gelu_and_slope    the ops in TWINS as the backend runs them (dispatch.op)
     matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
     matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
@@ -22,7 +22,6 @@ them: the Tensor methods and nn.functional check what users pass.
     attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
     attention_engine(queries) -> 'numba' | 'blas'             the per-query kernel's rule (kernels.attention)
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
-    gelu_forward(x, approximate) -> y,  gelu_and_slope(x, approximate) -> (y, dy/dx)   GELU (kernels.gelu)
     cross_entropy_backward(logp, targets, weight, eps) -> dx   label-smoothed CE's gradient in one pass
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
@@ -47,7 +46,6 @@ from .cross_entropy import cross_entropy_backward
 from .dropout import keep_mask_from_seed
 from .embedding import embedding_backward
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
-from .gelu import gelu_and_slope, gelu_forward
 from .matmul import matmul, matmul_backward
 
 TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of its Numba twin in this package
@@ -57,12 +55,14 @@ TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of it
     "log_softmax_backward": "softmax:log_softmax_backward_numba",
     "layernorm_forward": "layernorm:layernorm_forward_numba",
     "layernorm_backward": "layernorm:layernorm_backward_numba",
+    "gelu_forward": "gelu:gelu_forward_numba",
+    "gelu_and_slope": "gelu:gelu_and_slope_numba",
 }
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",
     "bias_relu_dropout_", "cross_entropy_backward",
-    "dropout_backward", "embedding_backward", "gelu_and_slope", "gelu_forward", "keep_mask_from_seed",
+    "dropout_backward", "embedding_backward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
     "matmul", "matmul_backward", "set_backend", "TWINS", "use_backend",
 ]

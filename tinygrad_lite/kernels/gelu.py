@@ -1,4 +1,6 @@
-"""GELU, forward and backward: the formulas (the NumPy twins) and a Numba kernel of each.
+"""GELU, forward and backward: a Numba kernel of each formula. The formulas are the op's own, in
+tinygrad_lite/ops/unary.py (gelu_forward, gelu_and_slope); kernels.TWINS registers these kernels
+against them and the numba backend runs them (tinygrad_lite.dispatch).
 
 GELU(x) = x·Φ(x), Φ the standard normal CDF (Hendrycks & Gimpel 2016, "Gaussian Error Linear Units");
 GPT-2 uses its tanh approximation:
@@ -10,16 +12,16 @@ GPT-2 uses its tanh approximation:
 The tanh kernel writes ½·(1 + tanh u) as the logistic σ(2u) = 1/(1 + exp(−2u)), so one exp that LLVM
 vectorises (softmax.simd_exp) does the work: x·σ(2u), and d/dx = σ·(1 + 2·x·(1 − σ)·u′). The exact
 kernel's erf is, in float32, the rational approximation of Eigen and XLA (vectorised too; erf is ±1 in
-float32 beyond |x| = 4) and, in float64, libm's (one element at a time). The kernels agree with the twins
-to float rounding (tests/test_gelu_kernel.py); a NaN stays NaN.
+float32 beyond |x| = 4) and, in float64, libm's (one element at a time). The kernels agree with the
+formulas to float rounding (tests/test_gelu_kernel.py); a NaN stays NaN.
 
-    gelu_forward(x, approximate="none") -> y                  approximate "none" (exact) or "tanh"
-    gelu_and_slope(x, approximate="none") -> (y, dy/dx)       for training: the backward is g·slope
+    gelu_forward_numba(x, approximate="none") -> y             approximate "none" (exact) or "tanh"
+    gelu_and_slope_numba(x, approximate="none") -> (y, dy/dx)  for training: the backward is g·slope
 
 Computing the slope with the value shares the exp (or erf) between them, and the backward becomes one
 multiply (as PyTorch's tanh GELU would keep tanh u for its backward).
 
-Arrays of any shape; the kernels take float32 and float64 (other dtypes go to the twin). Tensor.gelu
+Arrays of any shape; the kernels take float32 and float64 (other dtypes go to the formula). Tensor.gelu
 checks `approximate`.
 """
 import functools
@@ -28,39 +30,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import dispatch
+from ..ops.unary import CUBIC, SQRT_2_OVER_PI
 from . import softmax
-from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
-
-SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-CUBIC = 0.044715  # the tanh approximation's x³ coefficient
-
-
-# ---------------------------------------------------------------------------------------------
-# NumPy twins: the formulas
-# ---------------------------------------------------------------------------------------------
-
-def gelu_forward_numpy(x, approximate="none"):
-    """GELU(x), exact or by the tanh formula (NumPy twin)."""
-    if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x ** 3)))
-    return x * _normal_cdf(x)
-
-
-def gelu_and_slope_numpy(x, approximate="none"):
-    """(GELU(x), GELU′(x)), exact or by the tanh formula (NumPy twin)."""
-    if approximate == "tanh":
-        t = np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x ** 3))
-        slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * CUBIC * x * x)
-        return 0.5 * x * (1 + t), slope
-    cdf = _normal_cdf(x)
-    pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    return x * cdf, cdf + x * pdf
-
-
-def _normal_cdf(x):
-    from scipy.special import erf  # scipy is a dependency; imported on first use, not with the engine
-    return (0.5 * (1 + erf(x / math.sqrt(2)))).astype(x.dtype)
-
+from .backend import FASTMATH, lazy_kernels, threads_for
 
 # ---------------------------------------------------------------------------------------------
 # Numba kernels (flat loops; compiled on first use). Constants come in the array's dtype, so
@@ -150,7 +123,9 @@ def _contiguous(a):
 
 
 def gelu_forward_numba(x, approximate="none"):
-    """GELU(x) in one pass (Numba kernel)."""
+    """GELU(x) in one pass (Numba kernel); dtypes other than float32 and float64 go to the formula."""
+    if x.dtype not in (np.float32, np.float64):
+        return dispatch.formula("gelu_forward")(x, approximate)
     t = x.dtype.type
     x = _contiguous(x)
     out = np.empty_like(x)
@@ -165,7 +140,9 @@ def gelu_forward_numba(x, approximate="none"):
 
 
 def gelu_and_slope_numba(x, approximate="none"):
-    """(GELU(x), GELU′(x)) in one pass (Numba kernel)."""
+    """(GELU(x), GELU′(x)) in one pass (Numba kernel); dtypes other than float32 and float64 go to the formula."""
+    if x.dtype not in (np.float32, np.float64):
+        return dispatch.formula("gelu_and_slope")(x, approximate)
     t = x.dtype.type
     x = _contiguous(x)
     out, slope = np.empty_like(x), np.empty_like(x)
@@ -179,25 +156,3 @@ def gelu_and_slope_numba(x, approximate="none"):
             kernels.exact_and_slope(flat, t(1 / math.sqrt(2)), t(0.5), t(1 / math.sqrt(2 * math.pi)), flat_out,
                                     flat_slope)
     return out, slope
-
-
-# ---------------------------------------------------------------------------------------------
-# Entry points: the kernel or the twin, by backend
-# ---------------------------------------------------------------------------------------------
-
-def _kernel_fits(x):
-    return x.dtype in (np.float32, np.float64)
-
-
-def gelu_forward(x, approximate="none"):
-    """GELU(x) on the selected backend."""
-    if use_numba() and _kernel_fits(x):
-        return gelu_forward_numba(x, approximate)
-    return gelu_forward_numpy(x, approximate)
-
-
-def gelu_and_slope(x, approximate="none"):
-    """(GELU(x), GELU′(x)) on the selected backend."""
-    if use_numba() and _kernel_fits(x):
-        return gelu_and_slope_numba(x, approximate)
-    return gelu_and_slope_numpy(x, approximate)

@@ -3,10 +3,15 @@ Each maps every element on its own, so its backward multiplies the incoming grad
 derivative at that element."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .. import kernels as K
 from ..autograd import is_grad_enabled
+from ..dispatch import has_twin
+
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+CUBIC = 0.044715  # the tanh approximation's x³ coefficient
 
 
 class UnaryOps:
@@ -62,13 +67,12 @@ class UnaryOps:
 
     def gelu(self, approximate: str = "none"):
         """GELU as in PyTorch: exact x·Φ(x) by default (Φ the standard normal CDF), or GPT-2's tanh
-        approximation ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). The formulas and their derivatives are
-        kernels.gelu's NumPy twins; its Numba kernel computes value and slope in one pass."""
+        approximation (gelu_forward below). Training computes value and slope in one call."""
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         if not (self.requires_grad and is_grad_enabled()):
-            return self._make(K.gelu_forward(self.data, approximate), "gelu", (self,), None)
-        out, slope = K.gelu_and_slope(self.data, approximate)
+            return self._make(gelu_forward(self.data, approximate), "gelu", (self,), None)
+        out, slope = gelu_and_slope(self.data, approximate)
         return self._make(out, "gelu", (self,), lambda g: (g * slope,))
 
     def clamp(self, min=None, max=None):
@@ -90,3 +94,33 @@ class UnaryOps:
         return self._make(-self.data, "neg", (self,), lambda g: (-g,))
 
     __neg__ = neg
+
+
+# ---------------------------------------------------------------- GELU's formulas (Hendrycks & Gimpel, 2016)
+
+@has_twin("gelu_forward")
+def gelu_forward(x, approximate="none"):
+    """GELU(x) = x·Φ(x) = ½·x·(1 + erf(x/√2)), or by GPT-2's tanh formula ½·x·(1 + tanh(u)),
+    u = √(2/π)·(x + 0.044715·x³)."""
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x ** 3)))
+    return x * _normal_cdf(x)
+
+
+@has_twin("gelu_and_slope")
+def gelu_and_slope(x, approximate="none"):
+    """(GELU(x), GELU′(x)): exact, d/dx = Φ(x) + x·φ(x) with φ(x) = exp(−x²/2)/√(2π); tanh,
+    d/dx = ½·(1 + tanh u) + ½·x·(1 − tanh² u)·u′, u′ = √(2/π)·(1 + 3·0.044715·x²)."""
+    if approximate == "tanh":
+        t = np.tanh(SQRT_2_OVER_PI * (x + CUBIC * x ** 3))
+        slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * CUBIC * x * x)
+        return 0.5 * x * (1 + t), slope
+    cdf = _normal_cdf(x)
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return x * cdf, cdf + x * pdf
+
+
+def _normal_cdf(x):
+    """Φ(x) = ½·(1 + erf(x/√2)), in x's dtype."""
+    from scipy.special import erf  # scipy is a dependency; imported on first use, not with the engine
+    return (0.5 * (1 + erf(x / math.sqrt(2)))).astype(x.dtype)
