@@ -14,7 +14,7 @@ from ..graph import build_scene
 from ..render import pipe
 
 DEFAULT = "default"
-MAX_VIEWS = 80
+MAX_VIEWS = 160  # the default translator has 93 module states; each view is one SVG of the graph
 
 
 def view_id(path: str) -> str:

@@ -218,7 +218,9 @@ function showStep(k) {
   const i = DATA.steps[state.step], node = DATA.nodes[i];
   $("counter").textContent = `step ${state.step + 1} / ${DATA.steps.length}`;
   $("node-title").textContent = label(i);
-  const where = keysOf(i).some((key) => view().boxes[key]) ? " · inside the module box " + view().boxes[keysOf(i)[0]] + " (click it to open)" : "";
+  const box = keysOf(i).find((key) => view().boxes[key]);
+  const where = box ? " · inside the module box " + view().boxes[box] +
+    (view().clicks[box] ? " (click it to open)" : " (its inside was not laid out: see the notes below)") : "";
   $("node-meta").textContent = (node.op ? "made by op " + node.op : node.kind) + (node.dtype ? " · " + node.dtype : "") + where;
   $("rule").textContent = node.rule;
   const grad = $("grad-view");
@@ -235,7 +237,8 @@ function showTip(key, event) {
   const tip = $("tip"), nodes = Object.keys(view().keys).filter((i) => keysOf(i).includes(key)).map(Number);
   tip.replaceChildren();
   if (view().boxes[key]) {
-    tip.append(`module ${view().boxes[key]}: ${nodes.length} nodes inside` + (view().clicks[key] ? " · click to open" : ""));
+    tip.append(`module ${view().boxes[key]}: ${nodes.length} node${nodes.length === 1 ? "" : "s"} inside` +
+               (view().clicks[key] ? " · click to open" : " · not laid out (see the notes)"));
   } else if (nodes.length) {
     const node = DATA.nodes[nodes[0]];
     tip.dataset.node = nodes[0];
