@@ -121,7 +121,7 @@ def test_gradient_norms_are_one_small_chart_a_module(finished_page, finished_run
     assert len(drawn) == len(figures) and all(pixels > 0 for pixels in drawn[1:])  # each module's own blue line
 
 
-def test_a_page_whose_server_goes_without_an_end_says_so(browser, finished_run, tmp_path):
+def test_a_page_whose_server_goes_without_an_end_says_so(browser, page_checks, finished_run, tmp_path):
     lines = (finished_run / "events.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[-1])["type"] == "end"
     (tmp_path / "events.jsonl").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
@@ -137,3 +137,5 @@ def test_a_page_whose_server_goes_without_an_end_says_so(browser, finished_run, 
     WebDriverWait(browser, 10).until(lambda d: line.is_displayed())
     assert "lost its server" in line.text and "reload" in line.text
     assert browser.title != "Training, live"
+    errors, outside = page_checks(browser)  # (read here, so the next test does not see them)
+    assert outside == [] and all("/events?since=" in e and "ERR_CONNECTION_REFUSED" in e for e in errors)
