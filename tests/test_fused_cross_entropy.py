@@ -1,12 +1,12 @@
-"""fused_cross_entropy: cross-entropy's gradient in one pass (kernels.cross_entropy) against the plain
-backward (a full dy, then log_softmax's backward), its oracle: equal to rounding, float64 to 1e-10."""
+"""fused_cross_entropy: cross-entropy's gradient in one pass (nn.functional.cross_entropy_backward, its Numba
+twin kernels.cross_entropy) against the plain backward (a full dy, then log_softmax's backward), its oracle:
+equal to rounding, float64 to 1e-10."""
 import numpy as np
 import pytest
 import trick_switches
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast
-from tinygrad_lite.kernels import cross_entropy as CE
 from tinygrad_lite.kernels import log_softmax_forward, use_backend
 from tinygrad_lite.nn import functional as F
 from transformer import Transformer
@@ -74,14 +74,14 @@ def test_class_dim_one_layout_all_ignored_and_dead_rows(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_kernel_matches_its_numpy_twin(backend, dtype):
+def test_the_kernel_matches_the_formula(backend, dtype):
     rng = np.random.default_rng(2)
     logp = log_softmax_forward((rng.standard_normal((300, 50)) * 4).astype(dtype))  # several row chunks
     targets, weight = rng.integers(0, 50, size=300), rng.random(300).astype(dtype)
     weight[::3] = 0
     with use_backend(backend):
-        got = CE.cross_entropy_backward(logp, targets, weight, 0.1)
-    want = CE.cross_entropy_backward_numpy(logp, targets, weight, 0.1)
+        got = F.cross_entropy_backward(logp, targets, weight, 0.1)
+    want = F.cross_entropy_backward.formula(logp, targets, weight, 0.1)
     assert got.dtype == dtype
     np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-7)
 

@@ -5,12 +5,14 @@ every class, 1 − ε more on the target; it sums to 1), the row's gradient is
 
     dx = w · (p − q) = w · (exp(logp) − ε/C),  minus w · (1 − ε) at the target,
 
-w being the row's weight (0 for an ignored target, 1/count for a mean). The plain version
-(nn.functional.cross_entropy) builds dy = −w·q as a full array and runs log_softmax's backward,
+w being the row's weight (0 for an ignored target, 1/count for a mean). The formula is
+nn.functional.cross_entropy_backward; this is its Numba twin, registered in kernels.TWINS and run
+by the numba backend (tinygrad_lite.dispatch). The plain version (nn.functional.cross_entropy with
+the fused_cross_entropy trick off) builds dy = −w·q as a full array and runs log_softmax's backward,
 dy − p·Σdy: three (rows, C) arrays and three passes where this writes one. Rows that are all
 -inf (p sums to 0) get a zero gradient, as log_softmax's backward gives them.
 
-    cross_entropy_backward(logp, targets, weight, eps) -> dx
+    cross_entropy_backward_numba(logp, targets, weight, eps) -> dx
 
 logp (rows, C) float32/float64, C-contiguous; targets (rows,) integer classes (any class where
 w = 0); weight (rows,) in logp's dtype; eps the label smoothing. Equal to the plain version to
@@ -19,17 +21,7 @@ rounding (the sum Σdy = −w is exact here): tests/test_fast_paths.py.
 import numpy as np
 
 from . import softmax as _softmax
-from .backend import FASTMATH, lazy_kernels, threads_for, use_numba
-
-
-def cross_entropy_backward_numpy(logp, targets, weight, eps):
-    """dx = w · (exp(logp) − q) (NumPy twin)."""
-    p = np.exp(logp)
-    dtype = logp.dtype.type
-    dx = weight[:, None] * (p - dtype(eps / logp.shape[1]))
-    dx[np.arange(logp.shape[0]), targets] -= weight * dtype(1.0 - eps)
-    dx[p.sum(axis=1) == 0] = 0
-    return dx
+from .backend import FASTMATH, lazy_kernels, threads_for
 
 
 @lazy_kernels
@@ -75,8 +67,3 @@ def cross_entropy_backward_numba(logp, targets, weight, eps):
             _numba_kernels()(logp, targets, weight, dtype(eps / logp.shape[1]), dtype(1.0 - eps), dx)
     return dx
 
-
-def cross_entropy_backward(logp, targets, weight, eps):
-    """The gradient of cross-entropy w.r.t. the logits' rows, on the selected backend."""
-    impl = cross_entropy_backward_numba if use_numba() else cross_entropy_backward_numpy
-    return impl(logp, targets, weight, eps)

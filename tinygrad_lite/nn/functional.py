@@ -10,10 +10,14 @@ import numpy as np
 
 from .. import kernels as K
 from ..checks import number, one_of, positive_int, probability
-from ..fast import TRICKS, cross_entropy_grad
+from ..dispatch import has_twin
+from ..fast import TRICKS
 from ..kernels import attention, panels
 from ..tensor import FLOAT_DTYPES, Tensor, dropout_keep_mask
 from ..threads import ensure_num_threads
+
+# isort: split
+from ..ops.nn import log_softmax_backward, log_softmax_forward  # after tensor, which imports ops.nn as it loads
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -466,8 +470,8 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
 
     One fused op: a stable log-softmax forward and the backward written out directly,
         dL/dlogits = (softmax − smoothed one-hot) / (number of non-ignored targets)
-    — the article's "softmax minus one-hot" gradient. Both run on the log-softmax kernels
-    (`tinygrad_lite.kernels`), and only the log-probabilities are kept for the backward.
+    — the article's "softmax minus one-hot" gradient (cross_entropy_backward below). Only the
+    log-probabilities are kept for the backward.
 
     If every target is ignored, reduction='mean' returns 0.0 with a zero gradient (PyTorch returns
     NaN here); a batch made only of padding should not poison training with NaN.
@@ -480,7 +484,7 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
     x2, targets, valid, target_shape = _rows_and_targets(op, logits, target, ignore_index)
     rows = np.arange(x2.shape[0])
 
-    logp = K.log_softmax_forward(x2)                                   # one kernel, no exp array kept
+    logp = log_softmax_forward(x2)                                     # no exp array kept
     per = -logp[rows, targets]
     if eps:
         per = (1.0 - eps) * per - eps * logp.mean(axis=1)
@@ -493,12 +497,25 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
         per_target = g.reshape(-1) if scale is None else g * scale
         weight = (valid * per_target).astype(x2.dtype)
         if TRICKS.fused_cross_entropy:
-            return (_rows_to_logits(cross_entropy_grad(logp, targets, weight, eps), logits.shape),)
+            return (_rows_to_logits(cross_entropy_backward(logp, targets, weight, eps), logits.shape),)
         dy = np.empty_like(x2)
         dy[...] = (weight * x2.dtype.type(-eps / x2.shape[1]))[:, None]
         dy[rows, targets] -= weight * x2.dtype.type(1.0 - eps)
-        return (_rows_to_logits(K.log_softmax_backward(logp, dy), logits.shape),)
+        return (_rows_to_logits(log_softmax_backward(logp, dy), logits.shape),)
     return logits._make(out, op, (logits,), backward)
+
+
+@has_twin("cross_entropy_backward")
+def cross_entropy_backward(logp, targets, weight, eps):
+    """dL/dx = w·(softmax(x) − q) for rows of log-probabilities logp (rows, C): softmax = exp(logp), q the
+    smoothed target (ε/C on every class, 1 − ε more on the target), w each row's weight (0 if ignored,
+    1/count for a mean). A row of all −inf gets 0, as log_softmax's backward gives it."""
+    p = np.exp(logp)
+    dtype = logp.dtype.type
+    dx = weight[:, None] * (p - dtype(eps / logp.shape[1]))
+    dx[np.arange(logp.shape[0]), targets] -= weight * dtype(1.0 - eps)
+    dx[p.sum(axis=1) == 0] = 0
+    return dx
 
 
 def _rows_and_targets(op: str, logits: Tensor, target, ignore_index: int):
