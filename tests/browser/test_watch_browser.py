@@ -95,6 +95,26 @@ def test_a_finished_run_says_it_is_done_in_its_title_and_on_the_page(finished_pa
     assert f"Training is done: it ended at step {end['step']}" in line.text and "stopped updating" in line.text
 
 
+def test_a_run_that_failed_says_so_with_its_error(browser, page_checks, finished_run, tmp_path):
+    events = read_events(finished_run)
+    error = f"train: diverged: the loss became nan at step {events[-1]['step']}"
+    events[-1] = {**events[-1], "error": error}  # the end a failed run writes (TrainingEvents.failed)
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    server = WatchServer(tmp_path)
+    server.start()
+    try:
+        browser.get(server.url)
+        WebDriverWait(browser, 20).until(lambda d: count(d, "events") == len(events))
+        line = browser.find_element("id", "finished")
+        assert browser.title == "Training, stopped" and line.is_displayed()
+        assert line.text.startswith(f"Training stopped on an error at step {events[-1]['step']}: {error}. ")
+        assert browser.find_element("id", "state").text == "stopped on an error"
+    finally:
+        server.stop()
+    errors, outside = page_checks(browser)
+    assert errors == [] and outside == []
+
+
 def test_each_curve_is_explained_in_one_line(finished_page, finished_run):
     charts = finished_page.find_elements("css selector", "main > figure:not(.wide)")
     explained = [figure.find_element("css selector", ".explain").text for figure in charts]

@@ -124,7 +124,7 @@ function drawSummary() {
 function finished(text, kind) {
   const title = { done: "Training, done", error: "Training, stopped", lost: "Training, not followed" }[kind];
   document.title = $("heading").textContent = title;
-  $("finished").textContent = `${text} The page has stopped updating` +
+  $("finished").textContent = `${/[.!?]$/.test(text) ? text : `${text}.`} The page has stopped updating` +
     (kind === "lost" ? ": reload it to try again." : "; it shows the whole run.");
   $("finished").className = kind;
   $("finished").hidden = false;
