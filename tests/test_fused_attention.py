@@ -5,13 +5,14 @@ backend dispatches to (forward and backward, float32/float64, every mask layout,
 shared across the batch, a cache buffer read in place), the Tensor-level op against the unfused
 composition matmul -> softmax -> dropout -> matmul and against PyTorch, float64 gradcheck through
 the op, MultiHeadAttention fused vs unfused. Also: the dropout mask generator, the one-pass Adam
-kernel against its NumPy twin, and the leaf-gradient hand-over of the backward pass.
+kernel against its formula (optim.adam), and the leaf-gradient hand-over of the backward pass.
 """
 import numpy as np
 import pytest
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast, gradcheck, kernels
+from tinygrad_lite.kernels import adam as kernel_adam
 from tinygrad_lite.kernels import attention as att
 from tinygrad_lite.kernels import attention_args, attention_composed, attention_per_query, attention_tiles
 from tinygrad_lite.nn import functional as F
@@ -447,27 +448,27 @@ def test_dropout_mask_is_repeatable_and_fresh():
 # ---------------------------------------------------------------- fused Adam
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("weight_decay, decoupled", [(0.0, False), (0.1, False), (0.1, True)])
-def test_one_pass_adam_kernel_equals_its_numpy_twin_bit_for_bit(dtype, weight_decay, decoupled):
+def test_one_pass_adam_kernel_equals_the_formula_bit_for_bit(dtype, weight_decay, decoupled):
     rng = np.random.default_rng(17)
     arrays = [rng.standard_normal((33, 7)).astype(dtype) for _ in range(3)]
     arrays.append(np.abs(rng.standard_normal((33, 7))).astype(dtype))
     twin, kernel = [a.copy() for a in arrays], [a.copy() for a in arrays]
     for step in (1, 2, 3):
-        adam_module.adam_update_numpy(*twin, 1e-3, 0.9, 0.98, 1e-9, weight_decay, decoupled, step)
-        adam_module.adam_update_numba(*kernel, 1e-3, 0.9, 0.98, 1e-9, weight_decay, decoupled, step)
+        adam_module.adam_update.formula(*twin, 1e-3, 0.9, 0.98, 1e-9, weight_decay, decoupled, step)
+        kernel_adam.adam_update_numba(*kernel, 1e-3, 0.9, 0.98, 1e-9, weight_decay, decoupled, step)
     for a, b in zip(twin, kernel):
         assert np.array_equal(a, b)
     assert not np.array_equal(twin[0], arrays[0])
 
 
-def test_adam_kernel_hands_odd_layouts_to_the_twin():
+def test_adam_kernel_hands_odd_layouts_to_the_formula():
     rng = np.random.default_rng(18)
     param = np.asfortranarray(rng.standard_normal((5, 4)))
     grad = rng.standard_normal((5, 4))
     expected = param.copy()
     state = [np.zeros((5, 4)), np.zeros((5, 4))]
-    adam_module.adam_update_numpy(expected, grad, *[s.copy() for s in state], 0.1, 0.9, 0.98, 1e-9, 0, False, 1)
-    adam_module.adam_update_numba(param, grad, *state, 0.1, 0.9, 0.98, 1e-9, 0, False, 1)
+    adam_module.adam_update.formula(expected, grad, *[s.copy() for s in state], 0.1, 0.9, 0.98, 1e-9, 0, False, 1)
+    kernel_adam.adam_update_numba(param, grad, *state, 0.1, 0.9, 0.98, 1e-9, 0, False, 1)
     np.testing.assert_array_equal(param, expected)
 
 

@@ -58,6 +58,7 @@ TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of it
     "gelu_forward": "gelu:gelu_forward_numba",
     "gelu_and_slope": "gelu:gelu_and_slope_numba",
     "cross_entropy_backward": "cross_entropy:cross_entropy_backward_numba",
+    "adam_update": "adam:adam_update_numba",
 }
 
 __all__ = [

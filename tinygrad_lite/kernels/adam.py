@@ -1,9 +1,9 @@
 """Adam's update of one parameter as one pass over its four arrays (parameter, gradient, m, v):
-`adam_update_numba`, and its NumPy twin `adam_update_numpy`, about ten passes, one per operation
-(what runs with TINYGRAD_LITE_BACKEND=numpy). Both do the same float operations in the same order
-in the parameter's dtype, so they agree to the last bit. On the paper's base model (53M
-parameters) the step is memory-bound: one pass instead of ten is the difference (bench/README.md).
-The update itself is tinygrad_lite.optim.Adam's docstring.
+`adam_update_numba`, the Numba twin of tinygrad_lite.optim.adam.adam_update, the formula, about ten
+passes, one per operation (what runs with TINYGRAD_LITE_BACKEND=numpy). kernels.TWINS registers it
+(tinygrad_lite.dispatch). Both do the same float operations in the same order in the parameter's
+dtype, so they agree to the last bit. On the paper's base model (53M parameters) the step is
+memory-bound: one pass instead of ten is the difference (bench/README.md).
 """
 from __future__ import annotations
 
@@ -12,29 +12,8 @@ import math
 
 import numpy as np
 
+from .. import dispatch
 from .backend import lazy_kernels, threads_for
-
-
-def adam_update_numpy(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
-    """One Adam step for one parameter, in place (NumPy twin): param, exp_avg, exp_avg_sq change."""
-    if weight_decay:
-        if decoupled:
-            param *= 1 - lr * weight_decay
-        else:
-            grad = grad + weight_decay * param
-    scratch = np.multiply(grad, grad)
-    scratch *= 1 - beta2
-    exp_avg_sq *= beta2
-    exp_avg_sq += scratch
-    np.multiply(grad, 1 - beta1, out=scratch)
-    exp_avg *= beta1
-    exp_avg += scratch
-    np.sqrt(exp_avg_sq, out=scratch)
-    scratch /= math.sqrt(1 - beta2 ** step)
-    scratch += eps
-    np.divide(exp_avg, scratch, out=scratch)
-    scratch *= lr / (1 - beta1 ** step)
-    param -= scratch
 
 
 @lazy_kernels
@@ -60,13 +39,13 @@ def _numba_kernels(numba):
 
 def adam_update_numba(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
     """One Adam step for one parameter, in place, as a single pass (Numba kernel). Arrays that are
-    not C-contiguous, or whose dtypes differ, go to the NumPy twin."""
+    not C-contiguous, or whose dtypes differ, go to the formula."""
     dtype = param.dtype
     if not (param.flags.c_contiguous and grad.flags.c_contiguous and exp_avg.flags.c_contiguous
             and exp_avg_sq.flags.c_contiguous and grad.dtype == exp_avg.dtype == exp_avg_sq.dtype == dtype
             and dtype in (np.float32, np.float64)):
-        return adam_update_numpy(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
-                                 decoupled, step)
+        return dispatch.formula("adam_update")(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps,
+                                               weight_decay, decoupled, step)
     with threads_for(param.size):
         _numba_kernels()(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
                          *_kernel_scalars(dtype, lr, beta1, beta2, eps, weight_decay, decoupled, step))

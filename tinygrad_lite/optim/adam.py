@@ -1,19 +1,21 @@
 """Adam and AdamW (Kingma & Ba, 2015; Loshchilov & Hutter, 2019) with PyTorch's exact update.
 
-The paper trains the Transformer with Adam, β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3). The update
-below runs as one pass per parameter in a Numba kernel, or as its NumPy twin, one array
-operation at a time (tinygrad_lite.kernels.adam).
+The paper trains the Transformer with Adam, β1 = 0.9, β2 = 0.98, ε = 1e-9 (§5.3). The update of
+one parameter is `adam_update` below, in NumPy; under the Numba backend its twin, one pass over
+the four arrays, runs instead (tinygrad_lite.dispatch, kernels.adam), with the same float
+operations in the same order, so the two agree to the last bit.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ..checks import number
-from ..kernels.adam import adam_update_numba, adam_update_numpy
-from ..kernels.backend import use_numba
+from ..dispatch import has_twin
 from .optimizer import Optimizer
 
-__all__ = ["Adam", "AdamW", "adam_update_numba", "adam_update_numpy"]
+__all__ = ["Adam", "AdamW", "adam_update"]
 
 
 class Adam(Optimizer):
@@ -43,7 +45,6 @@ class Adam(Optimizer):
     def step(self) -> None:
         """One Adam (or AdamW) update of every parameter that has a grad, in place, like
         torch.optim.Adam.step."""
-        update = adam_update_numba if use_numba() else adam_update_numpy
         for group in self.param_groups:
             lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
             for p in group["params"]:
@@ -56,8 +57,9 @@ class Adam(Optimizer):
                     state = self.state[p] = {"step": 0, "exp_avg": np.zeros_like(data),
                                              "exp_avg_sq": np.zeros_like(data)}
                 state["step"] += 1
-                update(data, g, state["exp_avg"], state["exp_avg_sq"], lr, beta1, beta2, eps, wd,
-                       self._decoupled, state["step"])
+                adam_update(data, g, state["exp_avg"], state["exp_avg_sq"], lr, beta1, beta2, eps, wd,
+                            self._decoupled, state["step"])
+
 
 class AdamW(Adam):
     """Adam with decoupled weight decay: p ← p·(1 − lr·weight_decay) before the Adam step
@@ -67,3 +69,19 @@ class AdamW(Adam):
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+@has_twin("adam_update")
+def adam_update(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """One Adam step t = `step` of one parameter, in place (param, exp_avg = m and exp_avg_sq = v change):
+    Adam's docstring, in the parameter's dtype."""
+    if weight_decay and decoupled:
+        param *= 1 - lr * weight_decay                       # AdamW: p ← p·(1 − lr·weight_decay)
+    elif weight_decay:
+        grad = grad + weight_decay * param                   # Adam: g ← g + weight_decay·p
+    exp_avg *= beta1
+    exp_avg += grad * (1 - beta1)                            # m ← β1·m + (1−β1)·g
+    exp_avg_sq *= beta2
+    exp_avg_sq += grad * grad * (1 - beta2)                  # v ← β2·v + (1−β2)·g²
+    denominator = np.sqrt(exp_avg_sq) / math.sqrt(1 - beta2 ** step) + eps
+    param -= exp_avg / denominator * (lr / (1 - beta1 ** step))
