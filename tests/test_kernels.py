@@ -2,6 +2,8 @@
 against direct NumPy formulas (in float64), backward kernels against central finite differences, edge
 cases (huge logits, fully masked rows, NaN, constant rows), PyTorch parity, backend selection and lazy
 numba import."""
+import importlib
+import inspect
 import subprocess
 import sys
 import warnings
@@ -551,6 +553,19 @@ def test_dispatch_follows_the_backend(monkeypatch, rng):
         kernels.layernorm_forward(x, None, None)
     with kernels.use_backend("numba"), pytest.raises(AssertionError, match="numba kernel ran"):
         kernels.softmax_forward(x)
+
+
+def test_every_twin_has_its_formula_in_an_op_file_with_the_same_parameters():
+    for name, where in kernels.TWINS.items():
+        formula = dispatch.formula(name)
+        module, function = where.split(":")
+        twin = getattr(importlib.import_module(f"tinygrad_lite.kernels.{module}"), function)
+        assert formula.__module__.split(".")[1] in ("ops", "nn", "optim"), (name, formula.__module__)
+        assert list(inspect.signature(twin).parameters) == list(inspect.signature(formula).parameters), name
+        assert inspect.signature(dispatch.op(name)) == inspect.signature(formula), name
+        with kernels.use_backend("numba"):
+            assert dispatch.TWINS[name] is twin
+        assert getattr(kernels, name) is dispatch.op(name)
 
 
 def test_missing_numba_falls_back_to_numpy_with_one_warning(monkeypatch, rng):

@@ -123,3 +123,29 @@ def test_the_textbook_path_holds_no_machinery():
             if MACHINERY.search(code) and not code.lstrip().startswith(('"', "'")):
                 offenders.append(f"{path}:{number}: {line.strip()}")
     assert not offenders
+
+
+OP_FILES = sorted((ROOT / "tinygrad_lite" / "ops").glob("*.py")) + [
+    ROOT / "tinygrad_lite" / "optim" / name for name in ("sgd.py", "adam.py", "muon.py")]
+
+
+@pytest.mark.parametrize("path", OP_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_an_op_file_imports_nothing_from_kernels(path):
+    """Each op file holds its formula; a faster twin is registered in kernels.TWINS and reached
+    through the op's `@has_twin` line (tinygrad_lite.dispatch), never imported by the op."""
+    offenders = [f"{module} {names}" for module, names in imported_modules(path)
+                 if module.startswith("tinygrad_lite.kernels") or (module == "tinygrad_lite" and "kernels" in names)]
+    assert not offenders
+
+
+def test_softmax_forward_subtracts_the_row_max_and_exponentiates_in_ops_nn():
+    """The formula a learner opens ops/nn.py to find: exp(x − max), in that file, not in a kernel."""
+    tree = ast.parse((ROOT / "tinygrad_lite" / "ops" / "nn.py").read_text(encoding="utf-8"))
+    forwards = [f for f in tree.body if isinstance(f, ast.FunctionDef) and "softmax" in f.name
+                and "log" not in f.name and "backward" not in f.name]
+
+    def exp_of_minus_max(node) -> bool:
+        return (isinstance(node, ast.Call) and ast.unparse(node.func) in ("np.exp", "numpy.exp") and len(node.args) == 1
+                and isinstance(node.args[0], ast.BinOp) and isinstance(node.args[0].op, ast.Sub)
+                and "max" in ast.unparse(node.args[0].right))
+    assert [f.name for f in forwards if any(exp_of_minus_max(node) for node in ast.walk(f))]

@@ -61,10 +61,11 @@ def tricks_on(*names: str):
 
 @contextlib.contextmanager
 def plain():
-    """Context manager: the formula path, end to end. Every trick is off and the kernels run their
-    NumPy twins (kernels.use_backend("numpy")), so what runs inside is what the paper's boxes and
-    the Tensor ops say, one op at a time: what graph pictures, notebooks and the walkthrough show,
-    and the oracle every fast path is tested against (tests/test_plain_path.py)."""
+    """Context manager: the formula path, end to end. Every trick is off and the ops run their NumPy
+    formulas, the kernels their NumPy twins (kernels.use_backend("numpy")), so what runs inside is
+    what the paper's boxes and the Tensor ops say, one op at a time: what graph pictures, notebooks
+    and the walkthrough show, and the oracle every fast path is tested against
+    (tests/test_plain_path.py)."""
     from .kernels import use_backend
     with tricks_off(), use_backend("numpy"):
         yield TRICKS
