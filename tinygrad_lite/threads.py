@@ -2,7 +2,7 @@
 
 One, unless you say otherwise, wherever the engine is used: Tensor ops, nn, a notebook, a Trainer or
 the CLIs. The count is chosen lazily, where heavy work first starts (ensure_num_threads: the first
-product, nn.functional._product or kernels.matmul, or the first Numba kernel, where kernels.backend
+product, nn.functional._product or Tensor.matmul, or the first Numba kernel, where kernels.backend
 loads Numba), never on import: importing changes no thread setting and compiles nothing. The count:
 the one this process chose with set_num_threads (the CLIs' --threads, TrainConfig.threads), else
 TINYGRAD_LITE_NUM_THREADS, else 1. The libraries' own variables (OMP_NUM_THREADS,

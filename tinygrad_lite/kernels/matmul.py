@@ -8,8 +8,9 @@ axes when its flag is set, so Q K^T needs no transposed copy of K.
 Shapes: a is (..., M, K) (or (..., K, M) with trans_a), b is (..., K, N) (or (..., N, K) with
 trans_b); the leading batch dims broadcast as in NumPy. Both inputs need at least 2 dims:
 reshape a 1-D vector to (1, K) or (K, 1) first. float32 and float64, one dtype for both.
-The operands are trusted (Tensor.matmul checks them, with the user's shapes in its messages);
-asserts state the preconditions.
+The operands are trusted; asserts state the preconditions. Tensor.matmul does not call this: matmul's
+formula and its backward are in tinygrad_lite/ops/binary.py, and no Numba twin computes a general
+product faster. These fused-transpose products serve bench/kernels.py and the kernel tests.
 
 Engine: ``np.matmul`` (OpenBLAS) on both backends: a general Numba matmul kernel measured 2-8x
 slower than OpenBLAS at every shape swept (bench/README.md keeps the numbers). Products with a
