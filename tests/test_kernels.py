@@ -568,6 +568,14 @@ def test_every_twin_has_its_formula_in_an_op_file_with_the_same_parameters():
         assert getattr(kernels, name) is dispatch.op(name)
 
 
+def test_a_formula_with_star_args_is_refused_and_not_registered():
+    with pytest.raises(TypeError, match=r"has_twin: spread must take plain parameters"):
+        @dispatch.has_twin("spread")
+        def spread(*arrays):
+            return arrays
+    assert "spread" not in dispatch.FORMULAS and "spread" not in dispatch.OPS
+
+
 def test_missing_numba_falls_back_to_numpy_with_one_warning(monkeypatch, rng):
     monkeypatch.setattr(backend, "_state", backend._State())
     monkeypatch.delenv(backend.ENV_VAR, raising=False)
