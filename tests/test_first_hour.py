@@ -16,6 +16,7 @@ import pytest
 from transformer import __main__ as cli_main
 from transformer import kernel_cache
 from transformer.progress import ProgressBar
+from transformer.time_budget import TimeBudget
 from transformer.train import TrainConfig, Trainer, TrainingReport
 from transformer.translator import Translator, for_display, normalize_english
 
@@ -107,6 +108,9 @@ def test_compile_notice_when_the_numba_cache_is_cold(tmp_path, monkeypatch):
         folder.mkdir(parents=True, exist_ok=True)
         stem = module.rsplit(".", 1)[-1]
         (folder / f"{stem}.kernel-1.py{sys.version_info.major}{sys.version_info.minor}.nbi").write_bytes(b"")
+    # every module holds some kernel (as after `train`), but translate has never run: its types may still compile
+    assert kernel_cache.compile_notice("translate") is not None
+    kernel_cache.mark_ready("translate")
     assert kernel_cache.compile_notice("translate") is None
     assert kernel_cache.compile_notice("train") is not None  # its other modules are still cold
     monkeypatch.setattr(kernel_cache, "uses_numba", lambda: False)
@@ -115,9 +119,12 @@ def test_compile_notice_when_the_numba_cache_is_cold(tmp_path, monkeypatch):
 
 def test_translate_and_train_print_the_compile_notice(run_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(kernel_cache, "compile_notice", lambda command: f"compiling kernels ({command})")
+    monkeypatch.setattr(kernel_cache, "uses_numba", lambda: True)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     code = cli_main.main(["translate", "--checkpoint", str(run_dir / "checkpoint.safetensors"), "--beam", "1",
                           "我喜欢猫"])
     assert code == 0 and "compiling kernels (translate)" in capsys.readouterr().err
+    assert kernel_cache.is_ready("translate") and not kernel_cache.is_ready("sample")  # the run marked its own
     code = cli_main.main(["translate", "--checkpoint", str(run_dir / "checkpoint.safetensors"), "--sample",
                           "--seed", "1", "我喜欢猫"])
     assert code == 0 and "compiling kernels (sample)" in capsys.readouterr().err
@@ -141,12 +148,11 @@ def test_one_bar_covers_the_whole_budget_and_evaluation_lines_never_mix_with_it(
 
 
 def test_the_bar_shows_the_eta_of_a_minutes_budget():
-    started = time.perf_counter() - 30
+    budget = TimeBudget(2)
+    budget.started = time.perf_counter() - 30
     cfg = SimpleNamespace(minutes=2, max_steps=None, epochs=None, average=0)
-    trainer = SimpleNamespace(cfg=cfg, step=40, epoch=0, steps_per_epoch=900, started=started, lr=1e-3,
-                              eval_seconds=0.0)
-    trainer.closing_reserve = lambda: Trainer.closing_reserve(trainer)
-    trainer.budget_spent = lambda seconds: Trainer.budget_spent(trainer, seconds)
+    trainer = SimpleNamespace(cfg=cfg, step=40, epoch=0, steps_per_epoch=900, budget=budget, lr=1e-3)
+    trainer.budget_spent = lambda seconds=None: Trainer.budget_spent(trainer, seconds)
     bar = ProgressBar()
     try:
         bar.step(trainer, 3.2, 1000.0)

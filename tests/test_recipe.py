@@ -171,32 +171,30 @@ def test_minutes_is_a_budget_for_the_whole_run_without_an_epoch_cap(tmp_path):
 
 
 def test_the_closing_evaluation_is_kept_in_reserve(tmp_path):
-    import time
-
     from transformer.train import TrainConfig, Trainer
 
     trainer = Trainer(
         TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False)
     )
-    trainer.deadline = time.perf_counter() + 5.0
+    trainer.budget.minutes = 5.0 / 60  # 5 s left
     assert not trainer.out_of_time()
-    trainer.eval_seconds = 10.0  # an evaluation takes longer than what is left: stop now
+    trainer.budget.eval_seconds = 10.0  # an evaluation takes longer than what is left: stop now
     assert trainer.out_of_time()
-    trainer.cfg.average, trainer.eval_seconds = 5, 3.0  # averaging needs a second evaluation
+    trainer.cfg.average, trainer.budget.eval_seconds = 5, 3.0  # averaging needs a second evaluation
     assert trainer.out_of_time()
 
 
-def test_the_reserve_forgets_the_first_evaluations_one_time_costs(tmp_path):
-    from transformer.train import TrainConfig, Trainer
+def test_the_reserve_forgets_the_first_evaluations_one_time_costs():
+    from transformer.time_budget import TimeBudget
 
-    trainer = Trainer(TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False))
-    trainer.note_evaluation_time(29.0)  # the first: compiling, importing
-    assert trainer.eval_seconds == 29.0  # all we know yet
-    trainer.note_evaluation_time(0.9)
-    assert trainer.eval_seconds == 0.9
-    trainer.note_evaluation_time(2.5)
-    trainer.note_evaluation_time(0.7)
-    assert trainer.eval_seconds == 2.5  # the longest since the first
+    budget = TimeBudget(10.0)
+    budget.note_evaluation(29.0)  # the first: compiling, importing
+    assert budget.eval_seconds == 29.0  # all we know yet
+    budget.note_evaluation(0.9)
+    assert budget.eval_seconds == 0.9
+    budget.note_evaluation(2.5)
+    budget.note_evaluation(0.7)
+    assert budget.eval_seconds == 2.5  # the longest since the first
 
 
 def test_the_recipes_bucket_pool_goes_with_its_own_batch_size():
@@ -241,7 +239,8 @@ def test_the_budget_spent_counts_minutes_less_the_closing_reserve(tmp_path):
     trainer = Trainer(TrainConfig(out=str(tmp_path), d_model=16, heads=2, layers=1, d_ff=32, progress=False,
                                   epochs=None))
     assert trainer.budget_spent(30.0) is None  # nothing bounds the run: no cooldown
-    trainer.cfg.minutes, trainer.cfg.average, trainer.eval_seconds = 2.0, 0, 10.0
+    trainer.cfg.minutes = trainer.budget.minutes = 2.0
+    trainer.cfg.average, trainer.budget.eval_seconds = 0, 10.0
     assert trainer.budget_spent(54.5) == pytest.approx(54.5 / (120 - 11.0))
     trainer.cfg.max_steps, trainer.step = 10, 9
     assert trainer.budget_spent(54.5) == pytest.approx(0.9)  # the larger share wins

@@ -301,12 +301,17 @@ def remove_run(out_dir) -> None:
             os.remove(path)
 
 
-def say_compiling(command: str) -> None:
-    """The compile notice on stderr, when Numba's cache is cold (transformer.kernel_cache)."""
-    from .kernel_cache import compile_notice
+@contextlib.contextmanager
+def compiling_notice(command: str):
+    """The compile notice on stderr when Numba's cache is cold for `command`; a block that ends
+    without an error marks the command's kernels compiled (transformer.kernel_cache)."""
+    from .kernel_cache import compile_notice, mark_ready, uses_numba
     notice = compile_notice(command)
     if notice:
         print(notice, file=sys.stderr, flush=True)
+    yield
+    if notice and uses_numba():
+        mark_ready(command)
 
 
 def train_overrides(args) -> dict:
@@ -364,10 +369,9 @@ def cmd_train(args) -> int:
     trainer.on_eval = draw_loss_curve(cfg.out, with_dev, cfg.label_smoothing, cfg.dropout)
     server = start_explorer(trainer, args) if args.explore and dist.is_main() else None
     print_training_header(trainer, dist.world_size())
-    if dist.is_main():
-        say_compiling("train")
     try:
-        report = trainer.run()
+        with compiling_notice("train") if dist.is_main() else contextlib.nullcontext():
+            report = trainer.run()
     except Interrupted:  # every rank stopped after the same step; rank 0 saved the checkpoint
         return 130
     finally:
@@ -414,6 +418,8 @@ def print_training_header(trainer, ranks: int) -> None:
     if cfg.resume:
         print(f"resuming from step {trainer.step} (epoch {trainer.epoch + 1}, batch {trainer.batch_in_epoch}) "
               f"of {trainer.checkpoint_path}")
+        if cfg.minutes is not None:
+            print(f"budget: {trainer.budget.describe()}")
     print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
           f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "
           f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
@@ -439,16 +445,16 @@ def cmd_translate(args) -> int:
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not sentences:
         raise CLIError("translate: no sentence given (pass one as an argument or on stdin)")
-    say_compiling("sample" if args.sample else "translate")
-    for sentence in sentences:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            text = translator.translate_text(sentence, beam=args.beam, sample=args.sample,
-                                             temperature=args.temperature, seed=args.seed,
-                                             length_penalty=args.length_penalty)
-        for w in caught:
-            print(f"warning: {w.message}", file=sys.stderr)
-        print(text)
+    with compiling_notice("sample" if args.sample else "translate"):
+        for sentence in sentences:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                text = translator.translate_text(sentence, beam=args.beam, sample=args.sample,
+                                                 temperature=args.temperature, seed=args.seed,
+                                                 length_penalty=args.length_penalty)
+            for w in caught:
+                print(f"warning: {w.message}", file=sys.stderr)
+            print(text)
     if args.show_attention:
         from viz.__main__ import write_attention
         with warnings.catch_warnings(record=True) as caught:

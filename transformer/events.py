@@ -21,7 +21,6 @@ import json
 import math
 import os
 import re
-import time
 from collections import deque
 from statistics import median
 
@@ -81,11 +80,12 @@ class TrainingEvents(TrainingReport):
         cfg = trainer.cfg
         self.emit("start", modules=list(self.groups), probes=self.probes, resumed=cfg.resume,
                   config={k: getattr(cfg, k) for k in ("d_model", "heads", "layers", "d_ff", "dropout",
-                                                       "clip", "max_steps", "epochs", "minutes", "seed")},
+                                                       "label_smoothing", "clip", "max_steps", "epochs",
+                                                       "minutes", "seed")},
                   parameters=trainer.model.num_parameters())
 
     def emit(self, event: str, **fields) -> None:
-        seconds = time.perf_counter() - self.trainer.started
+        seconds = self.trainer.budget.elapsed()
         record = {"type": event, "step": self.trainer.step, "t": round(seconds, 3), **fields}
         self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.file.flush()

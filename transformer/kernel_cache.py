@@ -63,10 +63,42 @@ def uses_numba() -> bool:
     return requested_backend() == "numba" and importlib.util.find_spec("numba") is not None
 
 
+def ready_stamp(command: str) -> str:
+    """The empty file `command` leaves once it has run to its end with these kernels' sources: a
+    module's index alone does not tell, as another command may have compiled some of its kernels
+    for other types (`train` compiles softmax's exp for its shapes, `translate` for its own)."""
+    folder = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "numba")
+    python = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return os.path.join(folder, "tinygrad_lite_ready", f"{command.replace(' ', '_')}.{python}")
+
+
+def is_ready(command: str) -> bool:
+    """`command` ran to its end since its kernels' sources last changed."""
+    try:
+        since = os.path.getmtime(ready_stamp(command))
+    except OSError:
+        return False
+    sources = [importlib.util.find_spec(m) for m in COMPILES[command][0]]
+    return all(spec is None or not spec.origin or os.path.getmtime(spec.origin) <= since for spec in sources)
+
+
+def mark_ready(command: str) -> None:
+    """`command` has run to its end: its kernels are compiled and cached (best effort: a read-only
+    cache folder only means the notice shows again)."""
+    path = ready_stamp(command)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8"):
+            pass
+    except OSError:
+        pass
+
+
 def compile_notice(command: str) -> str | None:
     """'compiling kernels (first run only, about N s)' when `command` (a key of COMPILES) will
     compile, else None."""
     modules, seconds = COMPILES[command]
-    if not uses_numba() or all(is_cached(m) for m in modules):
+    if not uses_numba() or (all(is_cached(m) for m in modules) and is_ready(command)):
         return None
     return f"compiling kernels (first run only, about {seconds} s)"

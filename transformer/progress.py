@@ -28,8 +28,8 @@ class ProgressBar(TrainingReport):
         return self.bar
 
     def step(self, trainer, loss: float, tokens_per_s: float) -> None:
-        bar, cfg = self.open(trainer.started), trainer.cfg
-        spent = trainer.budget_spent(time.perf_counter() - trainer.started)
+        bar, cfg = self.open(trainer.budget.origin()), trainer.cfg
+        spent = trainer.budget_spent()
         epochs = "" if cfg.epochs is None else f"/{cfg.epochs}"
         bar.set_description_str(f"step {trainer.step} (epoch {trainer.epoch + 1}{epochs})", refresh=False)
         bar.set_postfix_str(f"loss {loss:.3f}, {tokens_per_s:.0f} tok/s, lr {trainer.lr:.2e}", refresh=False)

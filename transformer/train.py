@@ -47,6 +47,7 @@ from .data import (
 )
 from .data.loaders import FormatNotDetected
 from .model import Transformer
+from .time_budget import TimeBudget
 from .training_state import merge_saved_config, remove_partial_writes, restore_training_state, training_state
 from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
 
@@ -308,12 +309,9 @@ class Trainer:
         self.threads = use_num_threads(cfg.threads, "train")
         keep_freed_memory()
         self.on_eval = on_eval
-        self.eval_seconds = 0.0   # kept in reserve under --minutes (note_evaluation_time)
-        self.evaluations = 0
+        self.budget = TimeBudget(cfg.minutes)  # --minutes over every resumed part (transformer.time_budget)
         self.snapshots = []       # the weights at the last `average` evaluations
         self.losses = []          # the training losses since the last evaluation
-        self.deadline = None
-        self.started = time.perf_counter()
         self.steps_per_epoch = 0  # of the current epoch, once it starts
         if dist.is_main():  # data parallel: rank 0 alone writes files
             os.makedirs(cfg.out, exist_ok=True)
@@ -363,6 +361,7 @@ class Trainer:
             self.scheduler.load_state_dict(unpack_arrays(meta["scheduler"], arrays, self.checkpoint_path))
             self._continue_schedule_at(scaled_lr(self.cfg, dist.world_size()))
         restore_training_state(self, state)  # data parallel: each rank its own random state
+        self.budget.minutes = self.cfg.minutes  # the saved run's total, or the one given again
 
     def _continue_schedule_at(self, lr: float):
         """The schedule goes on from the saved step with this run's multiplier: another number of
@@ -395,7 +394,7 @@ class Trainer:
         # data parallel: the token-weighted mean of every rank's gradients (the gradient of their batches
         # taken together) and the global batch's loss and target tokens, in one all-reduce
         n_tokens, loss_sum, seconds = dist.all_reduce_gradients(
-            self.model.parameters(), weight=n_tokens, extra=[value * n_tokens, time.perf_counter() - self.started])
+            self.model.parameters(), weight=n_tokens, extra=[value * n_tokens, self.budget.elapsed()])
         value, n_tokens = loss_sum / n_tokens, int(n_tokens)
         self.watch_loss(value)
         if self.cfg.clip:
@@ -438,8 +437,7 @@ class Trainer:
         reserve), so the run ends with the best model on dev saved within it. A run resumed after it
         finished trains no further step: it only averages (--average) and reports again. Returns the
         final report (None on ranks other than 0)."""
-        started = self.started = time.perf_counter()
-        self.deadline = None if self.cfg.minutes is None else started + 60 * self.cfg.minutes
+        self.budget.start()
         with ctrl_c_between_steps():
             try:
                 while not self.finished():
@@ -458,7 +456,7 @@ class Trainer:
             return None
         self.try_average()
         self.report.status("testing the best model on dev")
-        report = self.final_report(time.perf_counter() - started)
+        report = self.final_report(self.budget.elapsed())
         self.report.close()
         return report
 
@@ -512,26 +510,22 @@ class Trainer:
             self.save()
         return bool(evaluate)
 
-    def closing_reserve(self) -> float:
-        """Seconds kept for the closing evaluation (+ the averaged one), as long as the longest so far."""
-        return (2.2 if self.cfg.average > 1 else 1.1) * self.eval_seconds
-
     def out_of_time(self) -> bool:
-        """Past the deadline once the closing evaluation counts."""
-        left = None if self.deadline is None else self.deadline - time.perf_counter()
-        return left is not None and self.closing_reserve() > left
+        """Past the --minutes budget once the closing evaluation (and the averaged one) counts."""
+        self.budget.closing = 2 if self.cfg.average > 1 else 1
+        return self.budget.out_of_time()
 
-    def budget_spent(self, seconds: float) -> float | None:
-        """The share of its budget the run has used `seconds` after it started: the largest of
-        step/--max-steps, step/(--epochs' steps) and the share of --minutes (less the closing
-        evaluation's reserve). None when nothing bounds the run."""
+    def budget_spent(self, seconds: float | None = None) -> float | None:
+        """The share of its budget the run has used after `seconds` of it (default: now): the
+        largest of step/--max-steps, step/(--epochs' steps) and the share of --minutes (less the
+        closing evaluation's reserve). None when nothing bounds the run."""
         cfg, shares = self.cfg, []
         if cfg.max_steps:
             shares.append(self.step / cfg.max_steps)
         if cfg.epochs is not None and self.steps_per_epoch:
             shares.append(self.step / (cfg.epochs * self.steps_per_epoch))
-        if cfg.minutes:
-            shares.append(seconds / max(60 * cfg.minutes - self.closing_reserve(), 1e-9))
+        if self.budget.minutes:
+            shares.append(self.budget.share_spent(seconds))
         return max(shares) if shares else None
 
     def cool_down(self, seconds: float) -> None:
@@ -567,7 +561,7 @@ class Trainer:
         dist.barrier("waiting for rank 0's evaluation")
 
     def _evaluate(self, losses, tokens_per_s, n_batches: int):
-        t0 = time.perf_counter()
+        t0 = self.budget.clock()
         self.report.status("evaluating on dev")
         partial = bool(self.batch_in_epoch)
         epoch = round(self.epoch + self.batch_in_epoch / n_batches, 3) if partial else self.epoch
@@ -582,8 +576,8 @@ class Trainer:
             key = self.best_key(scores)
         else:
             key = [float(self.step)]  # no dev split: the latest model is the best we can tell
-        now = time.perf_counter()
-        record.update(seconds=round(now - self.started, 1), eval_seconds=round(now - t0, 1),
+        now = self.budget.clock()
+        record.update(seconds=round(self.budget.elapsed(), 1), eval_seconds=round(now - t0, 1),
                       cpu_seconds=round(time.process_time(), 1))
         self.log(record)
         if self.cfg.average > 1:
@@ -601,17 +595,7 @@ class Trainer:
                 self.on_eval(self.metrics_path)
             except Exception as e:  # noqa: BLE001  (a plot must never stop training)
                 self.report.write(f"(on_eval: {e})")
-        self.note_evaluation_time(time.perf_counter() - t0)
-
-    def note_evaluation_time(self, seconds: float) -> None:
-        """The closing reserve's basis: the longest evaluation, but the first only until a second
-        exists. The first also pays one-time costs the closing one will not (Numba compiling the
-        decoder kernels on a fresh install, the plot library's import): ~30 s, which reserved 11%
-        of a 10-minute budget, against ~1 s for the evaluations after it."""
-        if self.evaluations == 1:
-            self.eval_seconds = 0.0
-        self.eval_seconds = max(self.eval_seconds, seconds)
-        self.evaluations += 1
+        self.budget.note_evaluation(self.budget.clock() - t0)
 
     def try_average(self):
         """Checkpoint averaging (the paper's §6.1 averages the last 5 or 20 checkpoints): the mean

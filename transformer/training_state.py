@@ -12,6 +12,7 @@ place in the epoch (batches are shuffled with seed (seed, epoch), so the place i
 - what the next evaluation reports and keeps: the training losses since the last evaluation, the
   best dev score so far, the weights of the last --average evaluations (checkpoint averaging: that
   many copies of the weights), and the first step's loss (the divergence guard's yardstick);
+- the time the run has used (transformer.time_budget), so a --minutes run goes on with the rest;
 - the sizes of metrics.jsonl and of --explore's events.jsonl, to which a resumed run cuts the files
   back: the records and events written after the checkpoint are written again, once.
 
@@ -63,7 +64,7 @@ def training_state(trainer, every_rank: bool = True) -> dict:
             "best": trainer.best, "rng": states[0], "rank_rngs": states, "losses": list(trainer.losses),
             "start_loss": trainer.start_loss, "warned_far_above": trainer.warned_far_above,
             "snapshots": trainer.snapshots, "metrics_bytes": size_of(trainer.metrics_path),
-            "events_bytes": size_of(trainer.events_path),
+            "events_bytes": size_of(trainer.events_path), "time_budget": trainer.budget.state(),
             "train_config": asdict(trainer.cfg)}
 
 
@@ -78,6 +79,7 @@ def restore_training_state(trainer, state: dict) -> None:
     trainer.start_loss = state.get("start_loss")
     trainer.warned_far_above = bool(state.get("warned_far_above", False))
     trainer.snapshots = [dict(snapshot) for snapshot in state.get("snapshots", [])]
+    trainer.budget.restore(state.get("time_budget", {}))
     states = state.get("rank_rngs") or ([state["rng"]] if "rng" in state else [])
     if dist.rank() < len(states):
         set_rng_state(states[dist.rank()])

@@ -11,7 +11,6 @@ import math
 import os
 import re
 import sys
-import time
 import traceback
 import warnings
 from dataclasses import fields
@@ -21,13 +20,13 @@ from transformer.__main__ import (
     OneLineParser,
     check_input_file,
     check_output_dir,
+    compiling_notice,
     global_flags,
     non_negative_float,
     non_negative_int,
     one_line,
     positive_float,
     positive_int,
-    say_compiling,
     silence_stdout,
 )
 from transformer.progress import ProgressBar
@@ -188,10 +187,10 @@ class IterationBar(ProgressBar):
     """transformer.progress's bar over the run's budget, counting iterations."""
 
     def step(self, trainer, loss: float, tokens_per_s: float) -> None:
-        bar = self.open(trainer.started)
+        bar = self.open(trainer.budget.origin())
         bar.set_description_str(f"iter {trainer.iter}", refresh=False)
         bar.set_postfix_str(f"loss {loss:.3f}, {tokens_per_s:,.0f} tok/s, lr {trainer.lr:.2e}", refresh=False)
-        bar.update(min(100.0, 100.0 * trainer.budget_spent(time.perf_counter() - trainer.started)) - bar.n)
+        bar.update(min(100.0, 100.0 * trainer.budget_spent()) - bar.n)
         bar.refresh()
 
 
@@ -211,9 +210,9 @@ def cmd_train(args) -> int:
             if os.path.isfile(os.path.join(cfg.out, name)):
                 os.remove(os.path.join(cfg.out, name))
     print_training_header(trainer)
-    say_compiling("gpt train")
     try:
-        summary = trainer.run()
+        with compiling_notice("gpt train"):
+            summary = trainer.run()
     except Interrupted as e:
         draw_loss_plot(trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
         print(f"\n{e}", flush=True)
@@ -237,7 +236,7 @@ def print_training_header(trainer) -> None:
     muon = f"; Muon at {cfg.muon_lr:g} on the same schedule" if cfg.optimizer == "muon" else ""
     print(f"model: n_layer {cfg.n_layer}, n_head {cfg.n_head}, n_embd {cfg.n_embd}, block_size {cfg.block_size}: "
           f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}{muon}")
-    budget = f"{cfg.minutes:g} min or " if cfg.minutes is not None else ""
+    budget = f"{trainer.budget.describe()}, or " if cfg.minutes is not None else ""
     print(f"budget: {budget}{cfg.max_iters:,} iterations; evaluating every {cfg.eval_interval} "
           f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s)", flush=True)
 
@@ -315,8 +314,8 @@ def cmd_eval(args) -> int:
     if len(ids) < 2:
         raise CLIError(f"gpt eval: {source} is {len(ids)} token(s); a loss needs at least 2")
     batch_size = (meta.get("train_config") or {}).get("batch_size") or DEFAULTS["batch_size"]
-    say_compiling("gpt train")
-    loss = evaluate_split(model, ids, model.config.block_size, batch_size)
+    with compiling_notice("gpt train"):
+        loss = evaluate_split(model, ids, model.config.block_size, batch_size)
     bits_per_char = loss / math.log(2) * len(ids) / len(text)
     print(f"checkpoint {path}: iter {meta.get('iter', '?')}, {model.num_params() / 1e6:.2f}M parameters, "
           f"{tokenizer.kind} tokenizer of {tokenizer.vocab_size:,} tokens")
@@ -373,16 +372,17 @@ def cmd_sample(args) -> int:
     tokenizer = tokenizer_from_dict(meta["tokenizer"])
     ids = sample_prompt(args, tokenizer)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    say_compiling("gpt sample")
-    for i in range(args.num_samples):
-        if i:
-            print("---------------")  # nanoGPT's line between samples
-        sys.stdout.write(args.prompt)
-        decoder = tokenizer.decoder()  # holds back a character split across tokens
-        for token in generate(model, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p, seed + i):
-            sys.stdout.write(decoder.push(token))
-            sys.stdout.flush()
-        print(decoder.flush(), flush=True)
+    with compiling_notice("gpt sample"):
+        for i in range(args.num_samples):
+            if i:
+                print("---------------")  # nanoGPT's line between samples
+            sys.stdout.write(args.prompt)
+            decoder = tokenizer.decoder()  # holds back a character split across tokens
+            for token in generate(model, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
+                                  seed + i):
+                sys.stdout.write(decoder.push(token))
+                sys.stdout.flush()
+            print(decoder.flush(), flush=True)
     if args.seed is None:
         print(f"(seed {seed}: --seed {seed} writes this again)", file=sys.stderr)
     return 0

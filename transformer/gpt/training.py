@@ -24,7 +24,6 @@ import hashlib
 import json
 import math
 import os
-import time
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -37,6 +36,7 @@ from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon, clip_grad_norm_
 from tinygrad_lite.threads import use_num_threads
 
+from ..time_budget import TimeBudget
 from ..train import Interrupted, TrainingDiverged, TrainingReport, ctrl_c_between_steps
 from .model import FORMAT, GPT, GPTConfig
 from .text import builtin_text, split
@@ -133,7 +133,7 @@ class GPTTrainConfig:
 # what --resume cannot change: the model, the data, the tokenizer and the streams of batches
 RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "optimizer", "n_layer", "n_head", "n_embd",
                 "block_size", "bias", "batch_size")
-PER_INVOCATION = ("out", "resume", "minutes", "threads")  # never taken from the checkpoint
+PER_INVOCATION = ("out", "resume", "threads")  # never taken from the checkpoint
 
 
 def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float:
@@ -353,8 +353,7 @@ class GPTTrainer:
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
         self.iter, self.evaluated_at, self.best_val_loss, self.best_iter = 0, None, math.inf, None
-        self.elapsed_before, self.eval_seconds, self.evaluations, self.step_seconds = 0.0, 0.0, 0, 0.0
-        self.started, self.deadline, self.window = time.perf_counter(), None, [0.0, 0]
+        self.budget, self.step_seconds, self.window = TimeBudget(cfg.minutes), 0.0, [0.0, 0]
         if cfg.resume:
             self.restore()
         else:
@@ -401,7 +400,7 @@ class GPTTrainer:
         self.batch_rng.bit_generator.state = run["batch_rng"]
         self.iter, self.evaluated_at, self.best_iter = int(run["iter"]), run["evaluated_at"], run["best_iter"]
         self.best_val_loss = math.inf if run["best_val_loss"] is None else run["best_val_loss"]
-        self.elapsed_before = float(run["elapsed"])
+        self.budget.restore(run.get("budget") or {"elapsed": run["elapsed"]})
         self.keep_metrics_until(self.iter)
 
     def keep_metrics_until(self, iteration: int) -> None:
@@ -417,9 +416,7 @@ class GPTTrainer:
     def run(self) -> dict:
         """Train until max_iters or the --minutes budget: the budget covers everything, the evaluations
         inside it and the closing one (its time is kept in reserve). Returns a summary."""
-        cfg = self.cfg
-        self.started = time.perf_counter()
-        self.deadline = None if cfg.minutes is None else self.started + 60 * cfg.minutes
+        self.budget.start()
         try:
             with ctrl_c_between_steps() as pressed:
                 self.loop(pressed)
@@ -430,7 +427,7 @@ class GPTTrainer:
             raise
         finally:
             self.report.close()
-        return {"iters": self.iter, "seconds": time.perf_counter() - self.started, "best_val_loss": self.best_val_loss,
+        return {"iters": self.iter, "seconds": self.elapsed(), "best_val_loss": self.best_val_loss,
                 "best_iter": self.best_iter, "best": self.best_path, "checkpoint": self.checkpoint_path,
                 "metrics": self.metrics_path}
 
@@ -445,9 +442,9 @@ class GPTTrainer:
                 self.save()
                 raise Interrupted(f"interrupted at iter {self.iter}: checkpoint saved to {self.checkpoint_path}; "
                                   "continue with --resume")
-            t0 = time.perf_counter()
+            t0 = self.budget.clock()
             loss = self.train_step()
-            self.step_seconds = time.perf_counter() - t0
+            self.step_seconds = self.budget.clock() - t0
             self.window = [self.window[0] + self.step_seconds, self.window[1] + 1]
             self.report.step(self, loss, self.tokens_per_s())
 
@@ -455,7 +452,7 @@ class GPTTrainer:
         """One iteration: lr(iter), a batch, loss, backward, clip, the optimizer. Returns the batch's loss."""
         cfg = self.cfg
         timed = cfg.minutes is not None and cfg.lr_decay_iters is None
-        self.set_lr(get_lr(self.iter, cfg, self.budget_spent(time.perf_counter() - self.started) if timed else None))
+        self.set_lr(get_lr(self.iter, cfg, self.budget_spent() if timed else None))
         x, y = get_batch(self.data.ids["train"], cfg.block_size, cfg.batch_size, self.batch_rng)
         loss = self.model.loss(x, y)
         self.optimizer.zero_grad()
@@ -486,40 +483,24 @@ class GPTTrainer:
         seconds, iters = self.window
         return iters * self.cfg.batch_size * self.cfg.block_size / seconds if seconds else 0.0
 
-    # ------------------------------------------------------------ time
+    # ------------------------------------------------------------ time (transformer.time_budget)
     def elapsed(self) -> float:
         """Seconds of training so far, over every resumed part of the run."""
-        return self.elapsed_before + time.perf_counter() - self.started
-
-    def closing_reserve(self) -> float:
-        """Seconds kept for the closing evaluation: a little over the longest evaluation so far."""
-        return 1.1 * self.eval_seconds
+        return self.budget.elapsed()
 
     def out_of_time(self) -> bool:
-        """True when another iteration and then the closing evaluation would pass the deadline."""
-        return self.deadline is not None and \
-            self.deadline - time.perf_counter() < self.closing_reserve() + self.step_seconds
+        """True when another iteration and then the closing evaluation would pass the budget."""
+        return self.budget.out_of_time(self.step_seconds)
 
-    def budget_spent(self, seconds: float) -> float:
-        """The share of its budget the run has used `seconds` after it started: iterations of
-        max_iters, or time of --minutes (less the closing reserve), whichever is further."""
-        shares = [self.iter / self.cfg.max_iters]
-        if self.cfg.minutes is not None:
-            shares.append(seconds / max(60 * self.cfg.minutes - self.closing_reserve(), 1e-9))
-        return max(shares)
-
-    def note_evaluation_time(self, seconds: float) -> None:
-        """The reserve's basis: the longest evaluation, but the first only until a second exists (it
-        also pays one-time costs, Numba compiling the kernels on a fresh install)."""
-        if self.evaluations == 1:
-            self.eval_seconds = 0.0
-        self.eval_seconds = max(self.eval_seconds, seconds)
-        self.evaluations += 1
+    def budget_spent(self, seconds: float | None = None) -> float:
+        """The share of its budget the run has used after `seconds` of it (default: now): iterations
+        of max_iters, or time of --minutes (less the closing reserve), whichever is further."""
+        return max(self.iter / self.cfg.max_iters, self.budget.share_spent(seconds) or 0.0)
 
     # ------------------------------------------------------------ evaluations and files
     def evaluate(self) -> dict:
         """estimate_loss on both splits now; keep the best val loss; checkpoint; log; report."""
-        t0 = time.perf_counter()
+        t0 = self.budget.clock()
         self.report.status("evaluating")
         losses = estimate_loss(self.model, self.data.ids, self.cfg)
         record = {"iter": self.iter, "train_loss": losses["train"], "val_loss": losses["val"],
@@ -530,7 +511,7 @@ class GPTTrainer:
             self.best_val_loss, self.best_iter = losses["val"], self.iter
             self.save_best()
         self.evaluated_at = self.iter
-        record["eval_seconds"] = round(time.perf_counter() - t0, 2)
+        record["eval_seconds"] = round(self.budget.clock() - t0, 2)
         self.log(record)
         self.save()
         speed = f"  {record['tokens_per_s']:,.0f} tok/s" if record["tokens_per_s"] else ""
@@ -538,7 +519,7 @@ class GPTTrainer:
                           f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}{speed}  "
                           f"{record['elapsed']:.0f} s")
         self.window = [0.0, 0]
-        self.note_evaluation_time(time.perf_counter() - t0)
+        self.budget.note_evaluation(self.budget.clock() - t0)
         return record
 
     def run_metadata(self) -> dict:
@@ -555,7 +536,8 @@ class GPTTrainer:
         checkpoint.save_training(self.checkpoint_path, self.model, self.optimizer, metadata={
             **self.run_metadata(), "format": TRAINING_FORMAT, "config": self.model.config.to_dict(),
             "evaluated_at": self.evaluated_at, "best_val_loss": best, "best_iter": self.best_iter,
-            "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed()})
+            "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed(),
+            "budget": self.budget.state()})
 
     def log(self, record: dict) -> None:
         with open(self.metrics_path, "a", encoding="utf-8") as f:
