@@ -128,3 +128,15 @@ def test_a_resumed_translator_run_says_what_is_left_of_its_budget(tmp_path, caps
     assert cli.main([*flags, "--max-steps", "6", "--resume"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("budget: "))
     assert line.startswith("budget: 5 min in all: ") and line.endswith(" min left")
+
+
+def test_a_run_resumed_after_its_budget_ran_out_trains_no_further_step(tmp_path):
+    clock = Clock()
+    on_clock(Trainer(TrainConfig(out=str(tmp_path / "tr"), **TRANSLATOR), report=Steps(clock)), clock).run()
+    rest = Steps(clock)
+    on_clock(Trainer(TrainConfig(out=str(tmp_path / "tr"), resume=True, progress=False), report=rest), clock).run()
+    clock = Clock()
+    on_clock(GPTTrainer(gpt_config(tmp_path / "gpt"), Steps(clock)), clock).run()
+    gpt_rest = Steps(clock)
+    on_clock(GPTTrainer(resume_config(str(tmp_path / "gpt")), gpt_rest), clock).run()
+    assert rest.lrs == {} and gpt_rest.lrs == {}

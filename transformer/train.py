@@ -440,7 +440,7 @@ class Trainer:
         self.budget.start()
         with ctrl_c_between_steps():
             try:
-                while not self.finished():
+                while not self.finished() and not self.out_of_time():  # (a resumed run may have no time left)
                     if self.run_epoch():  # the time is up
                         break
             except TrainingDiverged as e:
