@@ -456,7 +456,7 @@ def cmd_translate(args) -> int:
                 print(f"warning: {w.message}", file=sys.stderr)
             print(text)
     if args.show_attention:
-        from viz.__main__ import write_attention
+        from viz.attention_maps import write_attention
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             path = write_attention(translator, sentences[0], args.show_attention)

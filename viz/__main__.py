@@ -28,6 +28,8 @@ import warnings
 from pathlib import Path
 
 from tinygrad_lite.checks import ACTIVATIONS, message_for_user
+from tinygrad_lite.cli import OneLineParser, add_seed, common_flags, toy_kernels
+from viz.attention_maps import write_attention, write_gpt_attention
 from viz.explorer import cli as explorer_cli
 from viz.lab import cli as lab_cli
 from viz.render import FORMATS, check_output_path
@@ -36,13 +38,6 @@ from viz.watch import cli as watch_cli
 XOR_INPUTS = ((0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0))
 XOR_TARGETS = (0.0, 1.0, 1.0, 0.0)
 EXIT_BAD_INPUT = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line (and exit code 2)."""
-
-    def error(self, message):
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _depth(text: str):
@@ -80,19 +75,18 @@ def _sizes(text: str) -> list:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m viz", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="python -m viz", description=__doc__.split("\n\n")[0])
+    common = common_flags(parser, threads=False)
+    commands = parser.add_subparsers(dest="command", required=True)
 
     def graph_command(name, help_text, rankdir, fast=True):
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub = commands.add_parser(name, parents=[common], help=help_text, description=help_text)
         if fast:
             sub.add_argument("--fast", action="store_true", help=FAST_HELP)
         sub.add_argument("--out", required=True, help="output file: .svg, .png, .pdf or .dot")
         sub.add_argument("--rankdir", default=rankdir, choices=("LR", "TB", "RL", "BT"))
         sub.add_argument("--max-nodes", type=_positive, default=2000)
-        sub.add_argument("--seed", type=int, default=0)
-        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        add_seed(sub, default=0)
         return sub
 
     xor = graph_command("xor", XOR_HELP, "TB", fast=False)
@@ -112,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_transformer_parser(graph_command)
     add_gpt_parser(graph_command)
 
-    attn = commands.add_parser("attention", help="attention heatmaps of a trained translator or GPT",
+    attn = commands.add_parser("attention", parents=[common], help="attention heatmaps of a trained translator or GPT",
                                description="attention heatmaps (layers x heads) of a translator or GPT checkpoint")
     attn.add_argument("sentence", help="the Chinese sentence to translate, e.g. 这是一个苹果; for a GPT, the text "
                                        "whose causal self-attention to draw, e.g. ROMEO:")
@@ -122,7 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     attn.add_argument("--out", required=True, help=ATTENTION_OUT_HELP)
     attn.add_argument("--kind", choices=("encoder", "decoder", "cross", "all"), default="all",
                       help="draw only this kind's section (default: all three)")
-    attn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     lab_cli.add_parser(commands)
     explorer_cli.add_parser(commands, depth=_depth, positive=_positive, sizes=_sizes, activations=ACTIVATIONS)
     watch_cli.add_parser(commands)
@@ -203,19 +196,6 @@ def xor_step(args) -> tuple:
     model.zero_grad()
     loss.backward()
     return loss, None
-
-
-def _kernel_backend():
-    """The NumPy twins of the kernels unless TINYGRAD_LITE_BACKEND says otherwise: a toy model's
-    step takes milliseconds, and Numba would spend seconds compiling for it first."""
-    import contextlib
-    import os
-
-    from tinygrad_lite import kernels
-
-    if os.environ.get(kernels.ENV_VAR):
-        return contextlib.nullcontext()
-    return kernels.use_backend("numpy")
 
 
 def _recording(fast: bool):
@@ -309,7 +289,7 @@ def translator_step(args) -> tuple:
     manual_seed(args.seed)
     translator.model.train()
     label_smoothing = recipe.get("label_smoothing", 0.0)
-    with _kernel_backend(), fast.plain(), retain_grads():
+    with toy_kernels(), fast.plain(), retain_grads():
         loss = teacher_forcing_loss(translator.model, src, tgt[:, :-1], tgt[:, 1:], label_smoothing)
         loss.backward(retain_graph=True)
     loss.name = f"loss on {zh} → {en}"
@@ -319,8 +299,6 @@ def translator_step(args) -> tuple:
 def gpt_checkpoint_step(model, metadata: dict, args) -> tuple:
     """One training step of a trained GPT on a window of the text it learned (the file it was trained
     on if it is still there, else the built-in text): block_size tokens from a position the seed picks."""
-    from pathlib import Path as _Path
-
     import numpy as np
 
     from tinygrad_lite import fast, manual_seed, retain_grads
@@ -329,13 +307,13 @@ def gpt_checkpoint_step(model, metadata: dict, args) -> tuple:
 
     tokenizer = tokenizer_from_dict(metadata["tokenizer"])
     source = ((metadata.get("train_config") or {}).get("data")) or None
-    text = _Path(source).read_text(encoding="utf-8") if source and _Path(source).is_file() else builtin_text()
+    text = Path(source).read_text(encoding="utf-8") if source and Path(source).is_file() else builtin_text()
     T = model.config.block_size
     start = np.random.default_rng(args.seed).integers(0, max(len(text) - 4 * T, 1))
     ids = tokenizer.encode(text[start:start + 4 * T])[:T + 1][None, :]
     manual_seed(args.seed)
     model.train()
-    with _kernel_backend(), fast.plain(), retain_grads():
+    with toy_kernels(), fast.plain(), retain_grads():
         loss = model.loss(ids[:, :-1], ids[:, 1:])
         loss.backward(retain_graph=True)
     loss.name = f"loss on {tokenizer.decode(ids[0, :24].tolist())!r}…"
@@ -390,32 +368,8 @@ def run_explore(args) -> list:
     return [explorer_cli.write(loss, model, args, kind="translator", label_smoothing=label_smoothing)]
 
 
-ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
-                   "cross": "cross-attention"}
 ATTENTION_OUT_HELP = ("one image (.png, .svg or .pdf) with a section per kind: encoder self-attention, "
                       "decoder self-attention, cross-attention; each a grid of layers x heads")
-
-
-def write_attention(translator, sentence: str, out, kinds=None) -> Path:
-    """Draw the attention of `translator` translating `sentence` greedily into ONE figure at
-    `out` (viz.plots.plot_attention_maps); `kinds` picks sections by short name (encoder,
-    decoder, cross; default all). Shared by `python -m viz attention` and
-    `python -m transformer translate --show-attention`. Returns the path written."""
-    from viz.plots import plot_attention_maps
-
-    if not hasattr(translator, "attention_maps"):
-        raise RuntimeError("attention: this translator has no attention_maps(sentence); update transformer/")
-    with _kernel_backend():
-        maps = translator.attention_maps(sentence)
-    wanted = [ATTENTION_KINDS[short] for short in (kinds or ATTENTION_KINDS)]
-    missing = [kind for kind in wanted if kind not in maps]
-    if missing:
-        raise RuntimeError(f"attention: the translator returned no {missing[0]!r} maps (got {', '.join(maps)})")
-    title = sentence
-    if "cross-attention" in maps:
-        greedy = [token for token in maps["cross-attention"][1][1:] if token not in ("<pad>", "<bos>", "<eos>")]
-        title = f"{sentence} → {' '.join(greedy)} (greedy)"
-    return plot_attention_maps(maps, out, title=title, kinds=wanted).path
 
 
 def run_attention(args) -> list:
@@ -450,24 +404,6 @@ def _gpt_checkpoint(path, with_metadata: bool = False) -> tuple | None:
     if "tokenizer" not in metadata:
         raise ValueError(f"GPT checkpoint {str(path)!r} has no tokenizer in its metadata")
     return (model, metadata) if with_metadata else (model, tokenizer_from_dict(metadata["tokenizer"]))
-
-
-VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥"}
-
-
-def write_gpt_attention(model, tokenizer, text: str, out) -> Path:
-    """A GPT's causal self-attention over `text` (its last block_size tokens): layers down, heads across."""
-    from viz.plots import plot_attention
-
-    ids = tokenizer.encode(text)[-model.config.block_size:]
-    if len(ids) == 0:
-        raise ValueError("attention: the text is empty; give a prompt, e.g. ROMEO:")
-    with _kernel_backend():
-        weights = model.attention_maps(ids)
-    tokens = ["".join(VISIBLE.get(ch, ch) for ch in tokenizer.decode([int(i)])) or f"#{int(i)}" for i in ids]
-    names = [f"block {i}" for i in range(len(weights))]
-    return plot_attention(weights, tokens, out=out, title=repr(text), layer_names=names,
-                          kind="causal self-attention").path
 
 
 def run_lab(args) -> list:
