@@ -2,20 +2,21 @@
 fuses several.
 
 An op's formula lives in its op file, in NumPy: softmax, log_softmax and layer norm in
-tinygrad_lite/ops/nn.py, GELU in ops/unary.py, cross-entropy's gradient in nn/functional.py. TWINS
-below registers the Numba kernel that computes the same op faster, and the op file's `@has_twin`
-line runs it under the numba backend (tinygrad_lite.dispatch); the formula is the twin's test
-oracle. The rest is machinery whose NumPy twins compose several ops: attention (per-query, SIMD
-tiles), fused dropout chains, the dropout mask's bits, Adam's update, the panel products. `matmul`
-is np.matmul (OpenBLAS): Numba products run only where they measured faster: attention's per-head
-products in float32 (kernels.simd's micro-kernels, in the tile kernels) and, on AVX-512 CPUs whose
-OpenBLAS runs 8-float kernels, a Linear's training products (kernels.panels, where
-panels.beats_blas says so; decoding's products in transformer's decoder kernel).
+tinygrad_lite/ops/nn.py, GELU in ops/unary.py, cross-entropy's and the embedding's gradients in
+nn/functional.py, Adam's update in optim/adam.py. TWINS below registers the Numba kernel that
+computes the same op faster, and the op file's `@has_twin` line runs it under the numba backend
+(tinygrad_lite.dispatch); the formula is the twin's test oracle. The rest is machinery whose NumPy
+twins compose several ops: attention (per-query, SIMD tiles), fused dropout chains, the dropout
+mask's bits, the panel products. `matmul` is np.matmul (OpenBLAS): Numba products run only where
+they measured faster: attention's per-head products in float32 (kernels.simd's micro-kernels, in
+the tile kernels) and, on AVX-512 CPUs whose OpenBLAS runs 8-float kernels, a Linear's training
+products (kernels.panels, where panels.beats_blas says so; decoding's products in transformer's
+decoder kernel).
 All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
 them: the Tensor methods and nn.functional check what users pass.
 
     softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward, layernorm_forward,
-    layernorm_backward, gelu_forward, gelu_and_slope, cross_entropy_backward
+    layernorm_backward, gelu_forward, gelu_and_slope, cross_entropy_backward, embedding_backward
                                                the ops in TWINS as the backend runs them (dispatch.op)
     matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
     matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)
@@ -25,7 +26,6 @@ them: the Tensor methods and nn.functional check what users pass.
     attention_engine(queries) -> 'numba' | 'blas'             the per-query kernel's rule (kernels.attention)
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
     keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
-    embedding_backward(ids, g, num_rows) -> dw                 the rows of g summed per id
     panels.pack_panels(w) / panels.panel_product(...)          x·Wᵀ + b with W packed once (AVX-512; decoding)
     panels.panel_matmul_numba(a, b) / panels.beats_blas(a, b)  a · b on it (training, if BLAS has 8-float kernels)
 
@@ -44,7 +44,6 @@ from .attention import (
 )
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .dropout import keep_mask_from_seed
-from .embedding import embedding_backward
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
 from .matmul import matmul, matmul_backward
 
@@ -59,12 +58,13 @@ TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of it
     "gelu_and_slope": "gelu:gelu_and_slope_numba",
     "cross_entropy_backward": "cross_entropy:cross_entropy_backward_numba",
     "adam_update": "adam:adam_update_numba",
+    "embedding_backward": "embedding:embedding_backward_numba",
 }
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",
     "bias_relu_dropout_",
-    "dropout_backward", "embedding_backward", "keep_mask_from_seed",
+    "dropout_backward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
     "matmul", "matmul_backward", "set_backend", "TWINS", "use_backend",
 ]

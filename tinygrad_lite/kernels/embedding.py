@@ -1,30 +1,14 @@
-"""The gradient of an embedding lookup: the rows of g summed per id.
+"""The Numba twin of an embedding's gradient: the rows of g summed per id.
 
-out = weight[ids] picks one row per id, so the weight's gradient is, for every row r of the
-table, the sum of the gradient rows g[i] with ids[i] == r (zero for ids that do not occur):
-
-    embedding_backward(ids, g, num_rows) -> dw        ids (n,) ints in [0, num_rows), g (n, dim)
-
-The NumPy twin sorts the ids and sums each run of equal ids with one `np.add.reduceat` (3x
-faster than np.add.at, which handles repeated ids one element at a time); the Numba kernel adds
-each row into its id's row in the order of the ids, one pass. Both sum the same rows; the order
-of the additions differs (reduceat's own grouping), so they agree to rounding
-(tests/test_embedding_kernel.py). nn.functional.embedding checks the ids; the kernels trust them.
+The formula is the op's own, nn.functional.embedding_backward (np.add.at: each g[i] added into row
+ids[i], in the order of the ids); kernels.TWINS registers embedding_backward_numba below, which the
+numba backend runs instead (tinygrad_lite.dispatch). It adds the rows in the same order, one pass,
+so the two agree bit for bit (tests/test_embedding_kernel.py). nn.functional.embedding checks the
+ids; the kernel trusts them.
 """
 import numpy as np
 
-from .backend import lazy_kernels, use_numba
-
-
-def embedding_backward_numpy(ids, g, num_rows):
-    """dw (num_rows, dim): the rows of g summed per id (NumPy twin)."""
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    dw = np.zeros((num_rows, g.shape[1]), g.dtype)
-    if sorted_ids.size:
-        starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))
-        dw[sorted_ids[starts]] = np.add.reduceat(g[order], starts, axis=0)
-    return dw
+from .backend import lazy_kernels
 
 
 @lazy_kernels
@@ -49,9 +33,3 @@ def embedding_backward_numba(ids, g, num_rows):
         _numba_kernels()(ids, np.ascontiguousarray(g), dw)
     return dw
 
-
-def embedding_backward(ids, g, num_rows):
-    """The rows of g (n, dim) summed per id of ids (n,), as a (num_rows, dim) array, on the
-    selected backend."""
-    impl = embedding_backward_numba if use_numba() else embedding_backward_numpy
-    return impl(ids, g, num_rows)

@@ -176,11 +176,20 @@ def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     out = weight.data[idx]
 
     def backward(g):
-        dw = K.embedding_backward(idx.reshape(-1), g.reshape(-1, dim), num).astype(weight.dtype, copy=False)
+        dw = embedding_backward(idx.reshape(-1), g.reshape(-1, dim), num).astype(weight.dtype, copy=False)
         if padding_idx is not None:
             dw[padding_idx] = 0
         return (dw,)
     return weight._make(out, "embedding", (weight,), backward)
+
+
+@has_twin("embedding_backward")
+def embedding_backward(ids, g, num_rows):
+    """dw (num_rows, dim): the rows of g (n, dim) summed per id of ids (n,). Output row i is
+    weight[ids[i]], so g[i] flows back into row ids[i]; a row that no id picks gets 0."""
+    dw = np.zeros((num_rows, g.shape[1]), g.dtype)
+    np.add.at(dw, ids, g)
+    return dw
 
 
 def unpad(x, real) -> Tensor:
