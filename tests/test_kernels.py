@@ -19,7 +19,6 @@ from tinygrad_lite.gradcheck import numerical_gradient
 from tinygrad_lite.kernels import backend
 from tinygrad_lite.kernels import layernorm as ln
 from tinygrad_lite.kernels import softmax as sm
-from tinygrad_lite.kernels.matmul import matmul_backward
 
 FORMULA = SimpleNamespace(**{name: dispatch.formula(name) for name in kernels.TWINS})  # the ops' formulas
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
@@ -289,22 +288,6 @@ def test_layernorm_backward_matches_finite_differences(rng, affine):
             assert dgamma is None and dbeta is None
 
 
-@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False),
-                                              (True, True)])
-def test_matmul_backward_matches_finite_differences(rng, trans_a, trans_b):
-    a = randn(rng, (2, 1, 4, 3) if trans_a else (2, 1, 3, 4), np.float64)
-    b = randn(rng, (3, 5, 4) if trans_b else (3, 4, 5), np.float64)
-    weights = randn(rng, (2, 3, 3, 5), np.float64)
-
-    def loss():
-        return np.sum(weights * kernels.matmul(a, b, trans_a, trans_b))
-
-    da, db = matmul_backward(a, b, weights, trans_a, trans_b)
-    assert da.shape == a.shape and db.shape == b.shape
-    np.testing.assert_allclose(da, numerical_gradient(loss, a), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(db, numerical_gradient(loss, b), rtol=1e-6, atol=1e-8)
-
-
 # --------------------------------------------------------------- layernorm
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -379,39 +362,62 @@ def test_read_only_inputs_are_accepted(rng):
     assert_close(y, layernorm_formula(x.astype(np.float64), gamma, 0.0), np.float32)
 
 
-# --------------------------------------------------------------- matmul
+# --------------------------------------------------------------- matmul: the op's formula (ops/binary.py)
 
 MATMUL_SHAPES = [((1, 1), (1, 1)), ((3, 7), (7, 5)), ((4, 3, 5), (4, 5, 2)),
                  ((2, 1, 3, 4), (5, 4, 6)), ((6, 16, 8), (8, 16)), ((1, 300), (300, 3))]
+TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
+
+
+def stored_as(x, transposed):
+    """x, or a transposed view of x's transpose stored contiguously (as K is in Q·Kᵀ)."""
+    return np.swapaxes(np.ascontiguousarray(np.swapaxes(x, -1, -2)), -1, -2) if transposed else x
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("trans_a, trans_b", [(False, False), (False, True), (True, False),
-                                              (True, True)])
+@pytest.mark.parametrize("trans_a, trans_b", TRANSPOSES)
 @pytest.mark.parametrize("a_shape, b_shape", MATMUL_SHAPES)
-def test_matmul_agrees_with_formula(rng, a_shape, b_shape, trans_a, trans_b, dtype):
+def test_matmul_agrees_with_float64_on_transposed_views(rng, a_shape, b_shape, trans_a, trans_b, dtype):
     a, b = randn(rng, a_shape, dtype), randn(rng, b_shape, dtype)
-    # the stored operands are the transposes, so op(a) @ op(b) must equal a @ b
-    a_stored = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
-    b_stored = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
-    c = kernels.matmul(a_stored, b_stored, trans_a, trans_b)
+    c = (Tensor(stored_as(a, trans_a)) @ Tensor(stored_as(b, trans_b))).data
     assert c.dtype == dtype and c.shape == expected.shape
     np.testing.assert_allclose(c, expected, rtol=RTOL[dtype] * 10,
                                atol=RTOL[dtype] * 10 * np.sqrt(a.shape[-1]))
 
 
+@pytest.mark.parametrize("trans_a, trans_b", TRANSPOSES)
+def test_matmul_backward_matches_finite_differences(rng, trans_a, trans_b):
+    """The op's backward (dA = dC·Bᵀ, dB = Aᵀ·dC, summed over broadcast batch dims) on transposed views."""
+    a_stored = randn(rng, (2, 1, 4, 3) if trans_a else (2, 1, 3, 4), np.float64)
+    b_stored = randn(rng, (3, 5, 4) if trans_b else (3, 4, 5), np.float64)
+    a_op = np.swapaxes(a_stored, -1, -2) if trans_a else a_stored
+    b_op = np.swapaxes(b_stored, -1, -2) if trans_b else b_stored
+    weights = randn(rng, (2, 3, 3, 5), np.float64)
+
+    def loss():
+        return np.sum(weights * (Tensor(a_op) @ Tensor(b_op)).data)
+
+    ta, tb = Tensor(a_op, requires_grad=True), Tensor(b_op, requires_grad=True)
+    ((ta @ tb) * Tensor(weights)).sum().backward()
+    da = np.swapaxes(ta.grad, -1, -2) if trans_a else ta.grad
+    db = np.swapaxes(tb.grad, -1, -2) if trans_b else tb.grad
+    np.testing.assert_allclose(da, numerical_gradient(loss, a_stored), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(db, numerical_gradient(loss, b_stored), rtol=1e-6, atol=1e-8)
+
+
 def test_matmul_backward_sums_broadcast_batch_dims(rng):
     a, b = randn(rng, (3, 4), np.float64), randn(rng, (5, 2, 4, 6), np.float64)
     dc = randn(rng, (5, 2, 3, 6), np.float64)
-    da, db = matmul_backward(a, b, dc)
-    assert_close(da, np.einsum("zbij,zbkj->ik", dc, b), np.float64)
-    assert_close(db, np.einsum("ik,zbij->zbkj", a, dc), np.float64)
+    ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    (ta @ tb).backward(dc)
+    assert_close(ta.grad, np.einsum("zbij,zbkj->ik", dc, b), np.float64)
+    assert_close(tb.grad, np.einsum("ik,zbij->zbkj", a, dc), np.float64)
 
 
 def test_matmul_zero_sized_dims():
-    assert kernels.matmul(np.zeros((2, 0)), np.zeros((0, 3))).tolist() == [[0.0] * 3] * 2
-    assert kernels.matmul(np.zeros((0, 4)), np.zeros((4, 3))).shape == (0, 3)
+    assert (Tensor(np.zeros((2, 0))) @ Tensor(np.zeros((0, 3)))).data.tolist() == [[0.0] * 3] * 2
+    assert (Tensor(np.zeros((0, 4))) @ Tensor(np.zeros((4, 3)))).shape == (0, 3)
 
 
 # --------------------------------------------------------------- hypothesis: random shapes
@@ -492,8 +498,6 @@ def test_bad_input_raises_a_clear_error(call, error, words, backend_name):
 
 
 @pytest.mark.parametrize("call", [
-    lambda: kernels.matmul(np.ones((2, 2), np.float32), np.ones((2, 2))),
-    lambda: matmul_backward(np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4), np.float32)),
     lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((4, 3), bool)),
     lambda: kernels.softmax_forward(np.ones((2, 3)), mask=np.ones((2, 3), int)),
     lambda: kernels.softmax_backward(np.ones((2, 3)), np.ones((3, 2))),
@@ -622,7 +626,7 @@ def test_import_is_lazy_and_numpy_backend_never_imports_numba():
         "k.set_backend('numpy')\n"
         "k.softmax_forward(np.ones((2, 3)))\n"
         "k.layernorm_forward(np.ones((2, 3)), None, None)\n"
-        "k.matmul(np.ones((2, 3)), np.ones((3, 2)))\n"
+        "k.embedding_backward(np.array([1, 0]), np.ones((2, 3)), 2)\n"
         "assert 'numba' not in sys.modules, 'the numpy backend imported numba'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

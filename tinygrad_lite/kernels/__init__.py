@@ -7,19 +7,18 @@ nn/functional.py, Adam's update in optim/adam.py. TWINS below registers the Numb
 computes the same op faster, and the op file's `@has_twin` line runs it under the numba backend
 (tinygrad_lite.dispatch); the formula is the twin's test oracle. The rest is machinery whose NumPy
 twins compose several ops: attention (per-query, SIMD tiles), fused dropout chains, the dropout
-mask's bits, the panel products. `matmul` is np.matmul (OpenBLAS): Numba products run only where
-they measured faster: attention's per-head products in float32 (kernels.simd's micro-kernels, in
-the tile kernels) and, on AVX-512 CPUs whose OpenBLAS runs 8-float kernels, a Linear's training
-products (kernels.panels, where panels.beats_blas says so; decoding's products in transformer's
-decoder kernel).
+mask's bits, the panel products. Matmul is the op's np.matmul (OpenBLAS, ops/binary.py) on both
+backends: a Numba matmul measured 4.7-9.3x slower than OpenBLAS at every size (bench/README.md). Numba
+products run only where they measured faster: attention's per-head products in float32
+(kernels.simd's micro-kernels, in the tile kernels) and, on AVX-512 CPUs whose OpenBLAS runs
+8-float kernels, a Linear's training products (kernels.panels, where panels.beats_blas says so;
+decoding's products in transformer's decoder kernel).
 All functions take and return NumPy arrays (float32 or float64), never Tensors, and trust
 them: the Tensor methods and nn.functional check what users pass.
 
     softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward, layernorm_forward,
     layernorm_backward, gelu_forward, gelu_and_slope, cross_entropy_backward, embedding_backward
                                                the ops in TWINS as the backend runs them (dispatch.op)
-    matmul(a, b, trans_a=False, trans_b=False) -> c          batched, broadcast, fused transposes
-    matmul_backward(a, b, dc, trans_a=False, trans_b=False) -> (da, db)
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
     attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
@@ -32,8 +31,6 @@ them: the Tensor methods and nn.functional check what users pass.
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
 Importing this package neither imports numba nor compiles anything; that happens on first use.
 The Numba twins live in the submodules, e.g. ``tinygrad_lite.kernels.softmax.softmax_forward_numba``.
-Note that the name ``matmul`` here is the function; import the module's functions with
-``from tinygrad_lite.kernels.matmul import ...``.
 """
 from .attention import (
                         attention_backward,
@@ -45,7 +42,6 @@ from .attention import (
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .dropout import keep_mask_from_seed
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
-from .matmul import matmul, matmul_backward
 
 TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of its Numba twin in this package
     "softmax_forward": "softmax:softmax_forward_numba",
@@ -66,7 +62,7 @@ __all__ = [
     "bias_relu_dropout_",
     "dropout_backward", "keep_mask_from_seed",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
-    "matmul", "matmul_backward", "set_backend", "TWINS", "use_backend",
+    "set_backend", "TWINS", "use_backend",
 ]
 
 
