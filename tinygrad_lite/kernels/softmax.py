@@ -54,14 +54,11 @@ def _as_scale(scale, dtype):
     return dtype.type(scale)
 
 
-def _additive_mask(mask, x):
-    """The mask as additive logits of x's dtype, in the mask's own (unbroadcast) shape."""
+def _trusted_mask(mask, x):
+    """The mask's preconditions: boolean or float, and broadcasting to x's shape without growing it."""
     assert mask.dtype == np.bool_ or mask.dtype.kind == "f", mask.dtype
     assert mask.ndim <= x.ndim, (mask.shape, x.shape)
     assert all(m in (1, n) for m, n in zip(mask.shape[::-1], x.shape[::-1])), (mask.shape, x.shape)
-    if mask.dtype == np.bool_:
-        return np.where(mask, 0.0, -np.inf).astype(x.dtype)
-    return mask.astype(x.dtype, copy=False)
 
 
 def _mask_by_row(additive, x_shape):
@@ -451,7 +448,11 @@ def softmax_forward_numba(x, scale=1.0, mask=None):
     """softmax(x * scale + mask) over the last axis (Numba kernel)."""
     _trusted(x)
     scale = _as_scale(scale, x.dtype)
-    additive = None if mask is None else _additive_mask(mask, x)
+    additive = None
+    if mask is not None:
+        from ..ops.nn import additive_mask  # here, not on top: the kernels load before the ops
+        _trusted_mask(mask, x)
+        additive = additive_mask(mask, x.dtype)
     out = np.empty(x.shape, x.dtype)
     if x.size == 0:
         return out
