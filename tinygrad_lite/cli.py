@@ -41,6 +41,22 @@ class OneLineParser(argparse.ArgumentParser):
                 found |= child.flags
         return found
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unrecognized flag is reported by the subcommand it was given to,
+        which suggests from its own flags."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def chosen(self, parsed) -> OneLineParser:
+        """The (sub)command parser that `parsed` was read by: this one, or the subcommand's it names."""
+        for action in self._actions:
+            if isinstance(action.choices, dict) and getattr(parsed, action.dest, None) in action.choices:
+                child = action.choices[getattr(parsed, action.dest)]
+                return child.chosen(parsed) if isinstance(child, OneLineParser) else self
+        return self
+
     def parse_known_args(self, args=None, namespace=None):
         if self.spell is not None:
             args = self.spell(sys.argv[1:] if args is None else list(args), self.flags)

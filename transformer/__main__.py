@@ -6,13 +6,35 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import json
-import math
 import os
 import sys
-import traceback
 import warnings
+
+from tinygrad_lite.cli import (
+    CLIError,
+    OneLineParser,
+    add_minutes,
+    add_run_flags,
+    add_seed,
+    check_input_file,
+    check_output_dir,
+    check_run_flags,
+    common_flags,
+    finite_float,
+    minutes_limit,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    remove_files,
+    removed_if_left_empty,
+    run_command,
+)
+from transformer.gpt.cli import DESCRIPTION as GPT_DESCRIPTION
+from transformer.gpt.cli import add_commands as add_gpt_commands
+from transformer.gpt.cli import nanogpt_spelling
+from transformer.kernel_cache import compiling_notice
 
 DEFAULT_OUT = "runs/translator"
 BEST_CHECKPOINT = os.path.join(DEFAULT_OUT, "best.safetensors")
@@ -26,90 +48,26 @@ def default_checkpoint() -> str:
 CHECKPOINT_HINT = " (train one with `python -m transformer train`)"
 
 
-class CLIError(Exception):
-    pass
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line on stderr (exit 2), not a usage block. Flags must be
-    spelled out (no abbreviations: `--epoch` for `--epochs` is a mistake), and a misspelt one is
-    answered with the flags it may have meant."""
-
-    def __init__(self, *args, **kwargs):
-        self.flags = set()  # every --flag of this parser and the parsers under it (see suggest)
-        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
-
-    def add_argument(self, *args, **kwargs):
-        self.flags.update(a for a in args if a.startswith("--"))
-        return super().add_argument(*args, **kwargs)
-
-    def error(self, message):
-        self.exit(2, f"error: {self.prog}: {message}{self.suggest(message)} (see --help)\n")
-
-    def suggest(self, message: str) -> str:
-        """' (did you mean --epochs?)' for an unrecognized flag that starts or nearly spells one."""
-        if not message.startswith("unrecognized arguments"):
-            return ""
-        meant = []
-        for given in message.split(":", 1)[1].split():
-            flag = given.split("=")[0]
-            if flag.startswith("--"):
-                meant += sorted(f for f in self.flags if f.startswith(flag)) or \
-                    difflib.get_close_matches(flag, self.flags, n=1)
-        return f" (did you mean {' or '.join(dict.fromkeys(meant))}?)" if meant else ""
-
-
-def _number(parse, kind: str, ok, requirement: str):
-    """An argparse type: parse the text as `kind`, then insist that ok(value) holds."""
-    def convert(text):
-        try:
-            value = parse(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text.strip()}")
-        return value
-    return convert
-
-
-positive_int = _number(int, "a whole number", lambda v: v > 0, "> 0")
-non_negative_int = _number(int, "a whole number", lambda v: v >= 0, ">= 0")
-finite_float = _number(float, "a number", math.isfinite, "a finite number")
-non_negative_float = _number(float, "a number", lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
-positive_float = _number(finite_float, "a number", lambda v: v > 0, "> 0")
-
-
-def global_flags(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """--debug and --threads on `p`, and the parent parser that lets each subcommand take them too."""
-    p.add_argument("--debug", action="store_true", help="show full tracebacks")
-    p.add_argument("--threads", type=positive_int, default=None,
-                   help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
-    common.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS,
-                        help="threads for BLAS and Numba (default 1, or $TINYGRAD_LITE_NUM_THREADS)")
-    return common
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m transformer", description=__doc__.splitlines()[0])
-    common = global_flags(p)
+    common = common_flags(p)
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", parents=[common], help="train the translator (built-in corpus by default)",
                        description="Train the translator. Data parallel: mpiexec -n K python -m transformer "
                                    "train ... runs K ranks, each on its own batches (README: 'Training on "
                                    "several processes or machines').")
+    t.set_defaults(run=cmd_train)
     add_train_data_arguments(t)
     add_train_model_arguments(t)
     add_train_recipe_arguments(t)
     add_train_output_arguments(t)
     add_translate_parser(sub, common)
     add_eval_parser(sub, common)
-    sub.add_parser("gpt", help="a GPT from the same blocks: train, eval (python -m transformer gpt --help)")
+    gpt = sub.add_parser("gpt", parents=[common], spell=nanogpt_spelling, description=GPT_DESCRIPTION,
+                         help="a GPT from the same blocks: train, sample, eval (python -m transformer gpt --help)")
+    add_gpt_commands(gpt, common, load_plots)
     sub.add_parser("explain", help="the article, computed: run the walkthrough "
                                   "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
-    for child in sub.choices.values():
-        p.flags |= child.flags
     return p
 
 
@@ -118,15 +76,12 @@ def add_train_data_arguments(t) -> None:
     t.add_argument("--data", help="zh<TAB>en TSV or Tatoeba/Anki (en<TAB>zh<TAB>attribution) file")
     t.add_argument("--dev", help="dev file (same formats); default: split off --data")
     t.add_argument("--test", help="test file (same formats); default: split off --data")
-    t.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    add_run_flags(t, DEFAULT_OUT, held="its checkpoints, metrics, loss.png and report; --resume: with any "
+                                     "number of ranks")
     t.add_argument("--epochs", type=positive_int, default=None)
-    t.add_argument("--minutes", type=positive_float, default=None, help="stop after this much time")
+    add_minutes(t)
     t.add_argument("--max-steps", type=positive_int, default=None)
-    t.add_argument("--seed", type=non_negative_int, default=None, help="default 0")
-    t.add_argument("--resume", action="store_true",
-                   help="continue from OUT/checkpoint.safetensors (with any number of ranks)")
-    t.add_argument("--overwrite", action="store_true",
-                   help="replace the run already in --out (its checkpoints, metrics, loss.png and report)")
+    add_seed(t)
 
 
 def add_train_model_arguments(t) -> None:
@@ -188,12 +143,13 @@ def add_train_output_arguments(t) -> None:
 
 def add_translate_parser(sub, common) -> None:
     tr = sub.add_parser("translate", parents=[common], help="translate sentences (arguments, or lines on stdin)")
+    tr.set_defaults(run=cmd_translate)
     tr.add_argument("sentences", nargs="*")
     tr.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
     add_beam_arguments(tr)
     tr.add_argument("--sample", action="store_true", help="sample instead of greedy/beam")
     tr.add_argument("--temperature", type=finite_float, default=1.0)
-    tr.add_argument("--seed", type=non_negative_int, default=None)
+    add_seed(tr, "with --sample: the same seed draws the same translation")
     tr.add_argument("--show-attention", metavar="IMAGE",
                     help="also draw the first sentence's attention into this ONE image (.png, .svg or .pdf): "
                          "a section each for encoder self-, decoder self- and cross-attention, layers x heads")
@@ -201,6 +157,7 @@ def add_translate_parser(sub, common) -> None:
 
 def add_eval_parser(sub, common) -> None:
     e = sub.add_parser("eval", parents=[common], help="BLEU, chrF and exact match on a test set")
+    e.set_defaults(run=cmd_eval)
     e.add_argument("--data", help="test file; default: the built-in test and novel splits")
     e.add_argument("--checkpoint", default=None, help=f"default {BEST_CHECKPOINT}")
     e.add_argument("--out", help="write hypotheses here (default: next to the checkpoint)")
@@ -230,36 +187,6 @@ def build_explain_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_input_file(path, what: str, hint: str = "") -> None:
-    """A path the command reads must be an existing file, not a directory."""
-    if os.path.isdir(path):
-        raise CLIError(f"{what} {path} is a directory; expected a file")
-    if not os.path.exists(path):
-        raise CLIError(f"{what} {path} does not exist{hint}")
-
-
-@contextlib.contextmanager
-def removed_if_left_empty(path):
-    """The folders of `path` that this block creates are removed again if it fails before writing in them."""
-    missing = []
-    folder = os.path.abspath(path)
-    while not os.path.exists(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    try:
-        yield
-    except BaseException:
-        for folder in missing:
-            if os.path.isdir(folder) and not os.listdir(folder):
-                os.rmdir(folder)
-        raise
-
-
-def check_output_dir(path, what: str) -> None:
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise CLIError(f"{what} {path} is a file; expected a directory (it is created if missing)")
-
-
 def draw_loss_curve(out_dir, with_dev: bool = True, label_smoothing: float = 0.0, dropout: float = 0.0):
     """The callback that redraws OUT/loss.png from the metrics log after each evaluation
     (the training loss alone when there is no dev split). The training loss's label names the
@@ -285,33 +212,7 @@ def check_run_arguments(args) -> None:
         if getattr(args, flag) and not args.data:
             raise CLIError(f"train: --{flag} needs --data (the built-in corpus has its own {flag} split); "
                            f"e.g. python3 -m transformer train --data train.tsv --{flag} {getattr(args, flag)}")
-    if args.resume and args.overwrite:
-        raise CLIError("train: --resume continues the run in --out and --overwrite replaces it; pass one")
-    held = [name for name in RUN_FILES[:3] if os.path.exists(os.path.join(args.out, name))]
-    if held and not (args.resume or args.overwrite):
-        raise CLIError(f"train: --out {args.out} already holds a run ({', '.join(held)}); continue it with "
-                       f"--resume, train into a new --out DIR, or replace it with --overwrite")
-
-
-def remove_run(out_dir) -> None:
-    """--overwrite: the earlier run's files go, so none of them can pass for the new run's."""
-    for name in RUN_FILES:
-        path = os.path.join(out_dir, name)
-        if os.path.isfile(path):
-            os.remove(path)
-
-
-@contextlib.contextmanager
-def compiling_notice(command: str):
-    """The compile notice on stderr when Numba's cache is cold for `command`; a block that ends
-    without an error marks the command's kernels compiled (transformer.kernel_cache)."""
-    from .kernel_cache import compile_notice, mark_ready, uses_numba
-    notice = compile_notice(command)
-    if notice:
-        print(notice, file=sys.stderr, flush=True)
-    yield
-    if notice and uses_numba():
-        mark_ready(command)
+    check_run_flags(args, RUN_FILES[:3], "train")
 
 
 def train_overrides(args) -> dict:
@@ -323,6 +224,8 @@ def train_overrides(args) -> dict:
         "bucket_pool", "tie_embeddings", "clip", "eval_every", "average", "final_norm", "embed_init",
         "cooldown")
         if getattr(args, k) is not None}
+    if "minutes" in overrides:
+        overrides["minutes"] = minutes_limit(overrides["minutes"])  # 0: no limit, as in every trainer
     if overrides.get("dropout", 0) >= 1:
         raise CLIError(f"--dropout must be in [0, 1), got {overrides['dropout']}")
     if overrides.get("cooldown", 0) > 1:
@@ -344,7 +247,6 @@ def cmd_train(args) -> int:
     for path in (args.data, args.dev, args.test):
         if path:
             check_input_file(path, "data file")
-    check_output_dir(args.out, "--out")
     check_run_arguments(args)
     explicit = sorted(overrides)
     if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
@@ -364,7 +266,7 @@ def cmd_train(args) -> int:
     with removed_if_left_empty(cfg.out):  # a --data that fails to read leaves no empty --out behind
         trainer = Trainer(cfg, report=report)
     if args.overwrite and dist.is_main():
-        remove_run(cfg.out)
+        remove_files(cfg.out, RUN_FILES)
     with_dev = bool(trainer.data.splits.get("dev"))
     trainer.on_eval = draw_loss_curve(cfg.out, with_dev, cfg.label_smoothing, cfg.dropout)
     server = start_explorer(trainer, args) if args.explore and dist.is_main() else None
@@ -526,81 +428,15 @@ def parse(argv: list) -> argparse.Namespace:
         forwarded = rest[1:] if rest[:1] == ["--"] else rest
         args = build_explain_parser().parse_args(forwarded)
         args.debug = args.debug or bool(before)
-        args.command, args.threads = "explain", None
+        args.command, args.threads, args.run = "explain", None, cmd_explain
         args.walkthrough_argv = [a for a in forwarded if a != "--debug"]
         return args
     return build_parser().parse_args(argv)
 
 
-def one_line(exc: BaseException) -> str:
-    from tinygrad_lite.checks import message_for_user  # the engine loads only once a command runs
-    return message_for_user(exc)
-
-
-def gpt_arguments(argv: list) -> list | None:
-    """For `gpt ...`, the arguments that transformer.gpt's CLI takes: those after `gpt`, and the global
-    --debug/--threads N before it. None for the translator's commands."""
-    i = 0
-    while i < len(argv) and argv[i].startswith("--"):
-        i += 2 if argv[i] == "--threads" else 1
-    return argv[:i] + argv[i + 1:] if argv[i:i + 1] == ["gpt"] else None
-
-
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if (gpt := gpt_arguments(argv)) is not None:
-        from transformer.gpt.__main__ import main as gpt_main
-        return gpt_main(gpt)
-    args = parse(argv)
-    commands = {"train": cmd_train, "translate": cmd_translate, "eval": cmd_eval, "explain": cmd_explain}
-    if not args.debug:  # NumPy's overflow warnings would bury the one-line error that explains them
-        warnings.filterwarnings("ignore", category=RuntimeWarning,
-                                message="(overflow|invalid value|divide by zero|underflow) encountered")
-    try:
-        from tinygrad_lite.memory import keep_freed_memory
-        from tinygrad_lite.threads import default_num_threads, set_num_threads
-        set_num_threads(args.threads or default_num_threads(1))
-        keep_freed_memory()
-        code = commands[args.command](args)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-        return code
-    except BrokenPipeError:  # the reader closed the pipe (| head): end quietly, as Unix tools do
-        silence_stdout()
-        return 0
-    except KeyboardInterrupt:  # (a Ctrl-C that every rank acted on returns 130 from cmd_train)
-        stop_every_rank(130, "interrupted")
-        return 130
-    except SystemExit:
-        raise
-    except Exception as e:  # one line for the user; --debug for the traceback
-        if args.debug and not distributed_run():
-            raise
-        if args.debug:
-            traceback.print_exc()
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        stop_every_rank(2, "the error above")
-        return 2
-
-
-def silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush has nowhere to fail."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
-def distributed_run() -> bool:
-    """Whether this process is one of several MPI ranks (mpiexec -n K ... train)."""
-    distributed = sys.modules.get("tinygrad_lite.distributed")
-    return distributed is not None and distributed.active()
-
-
-def stop_every_rank(code: int, reason: str) -> None:
-    """Data parallel: a rank that leaves on its own (an error, a Ctrl-C outside a step) stops every
-    rank now (MPI_Abort), or the others would wait forever in their next collective. No-op in one
-    process."""
-    if distributed_run():
-        sys.modules["tinygrad_lite.distributed"].abort(code, reason)
+    args = parse(sys.argv[1:] if argv is None else list(argv))
+    return run_command(args, args.run)
 
 
 if __name__ == "__main__":

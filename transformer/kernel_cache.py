@@ -9,6 +9,7 @@ read: numba itself is not imported.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -102,3 +103,15 @@ def compile_notice(command: str) -> str | None:
     if not uses_numba() or (all(is_cached(m) for m in modules) and is_ready(command)):
         return None
     return f"compiling kernels (first run only, about {seconds} s)"
+
+
+@contextlib.contextmanager
+def compiling_notice(command: str):
+    """The compile notice on stderr when Numba's cache is cold for `command`; a block that ends
+    without an error marks the command's kernels compiled."""
+    notice = compile_notice(command)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
+    yield
+    if notice and uses_numba():
+        mark_ready(command)

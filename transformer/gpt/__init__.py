@@ -6,7 +6,7 @@
     tokenizers   char (nanoGPT's shakespeare_char) and byte-level BPE tokenizers, saved as JSON
     text         the built-in training text (the project's own docstrings and docs) and the 90/10 split
 
-`python -m transformer gpt train|sample|eval` is the command line (transformer/gpt/__main__.py).
+`python -m transformer gpt train|sample|eval` is the command line (transformer/gpt/cli.py).
 """
 from .model import FORMAT, GPT, GPTConfig, attention_mask
 
