@@ -44,6 +44,15 @@ def test_a_floor_never_imports_the_floors_above_or_beside_it(floor, above):
     assert not offenders
 
 
+def test_no_cli_imports_another_cli():
+    """A `__main__.py` may use anything but another `__main__.py`: what two CLIs share lives in the
+    toolkit (tinygrad_lite/cli.py) or in the library module it belongs to."""
+    offenders = [f"{p.relative_to(ROOT)}: {module} {names}" for p in sources(*LIBRARY) if p.name == "__main__.py"
+                 for module, names in imported_modules(p)
+                 if module.split(".")[-1] == "__main__" or "__main__" in names]
+    assert not offenders
+
+
 def test_no_library_file_is_over_700_lines_nor_function_over_60():
     long_files = [f"{p.relative_to(ROOT)}: {n}" for p in sources(*LIBRARY)
                   if (n := p.read_text(encoding="utf-8").count("\n")) > 700]
