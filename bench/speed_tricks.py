@@ -1,7 +1,7 @@
 """What each speed trick of `tinygrad_lite/fast.py` buys: the same work with the trick on and off.
 
     python bench/speed_tricks.py                                   # every trick: training tiny, small; decoding
-    python bench/speed_tricks.py --tricks dropout_bits,all --train small,base-short --repeats 15
+    python bench/speed_tricks.py --tricks skip_scope,all --train small,base-short --repeats 15
     python bench/speed_tricks.py --tricks fused_attention+skip_padding   # two tricks switched together
     python bench/speed_tricks.py --quick                           # seconds; what the smoke test runs
 

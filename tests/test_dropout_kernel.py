@@ -1,6 +1,7 @@
-"""kernels.dropout: the dropout_bits keep mask from SplitMix64 words. The Numba kernel and its NumPy twin
-against a sequential SplitMix64 written out in Python and against each other (bit for bit), the mask's
-statistics (keep rate, neighbouring lanes, consecutive masks) and its use of the engine's rng."""
+"""Dropout's keep mask from counter-based SplitMix64 words: its formula (ops.nn.keep_mask_from_seed) and
+its Numba twin (kernels.dropout) against a sequential SplitMix64 written out in Python and against each
+other (bit for bit), the mask's statistics (keep rate, neighbouring lanes, consecutive masks) and its
+use of the engine's rng."""
 import subprocess
 import sys
 
@@ -8,12 +9,12 @@ import numpy as np
 import pytest
 
 import tinygrad_lite as tl
-from tinygrad_lite import fast, kernels
+from tinygrad_lite import dispatch, kernels
 from tinygrad_lite.kernels import dropout as kd
 from tinygrad_lite.random import rng
 from tinygrad_lite.tensor import dropout_keep_mask
 
-IMPLS = [kd.keep_mask_from_seed_numpy, kd.keep_mask_from_seed_numba]
+IMPLS = [dispatch.formula("keep_mask_from_seed"), kd.keep_mask_from_seed_numba]
 MASK64 = (1 << 64) - 1
 
 
@@ -54,7 +55,7 @@ def test_lanes_of_splitmix64_words_against_the_threshold(impl, seed, bits, thres
 def test_numba_and_numpy_give_the_same_mask(p, shape):
     masks = []
     for backend in kernels.BACKENDS:
-        with kernels.use_backend(backend), fast.tricks_on("dropout_bits"):
+        with kernels.use_backend(backend):
             tl.manual_seed(11)
             masks.append(dropout_keep_mask(shape, p))
     assert masks[0].shape == shape and masks[0].dtype == np.bool_
@@ -63,10 +64,9 @@ def test_numba_and_numpy_give_the_same_mask(p, shape):
 
 @pytest.mark.parametrize("p, bits", [(0.1, 16), (0.5, 16), (0.01, 32), (1e-6, 32)])
 def test_the_mask_is_the_kernels_from_one_draw_of_the_engine_rng(p, bits):
-    with fast.tricks_on("dropout_bits"):
-        tl.manual_seed(12)
-        mask = dropout_keep_mask((5, 77), p)
-        after = rng().bit_generator.state
+    tl.manual_seed(12)
+    mask = dropout_keep_mask((5, 77), p)
+    after = rng().bit_generator.state
     tl.manual_seed(12)
     seed = rng().bit_generator.random_raw()
     assert rng().bit_generator.state == after
@@ -75,9 +75,8 @@ def test_the_mask_is_the_kernels_from_one_draw_of_the_engine_rng(p, bits):
 
 
 def masks(p, n, count=2, seed=0):
-    with fast.tricks_on("dropout_bits"):
-        tl.manual_seed(seed)
-        return [dropout_keep_mask((n,), p) for _ in range(count)]
+    tl.manual_seed(seed)
+    return [dropout_keep_mask((n,), p) for _ in range(count)]
 
 
 def within_6_sigma(hits, n, q):
@@ -116,13 +115,17 @@ def test_the_numpy_backend_never_imports_numba_for_a_mask():
     code = (
         "import sys\n"
         "import tinygrad_lite as tl\n"
-        "from tinygrad_lite import fast, kernels\n"
+        "from tinygrad_lite import kernels\n"
         "from tinygrad_lite.tensor import dropout_keep_mask\n"
         "assert 'numba' not in sys.modules\n"
         "kernels.set_backend('numpy')\n"
-        "with fast.tricks_on('dropout_bits'):\n"
-        "    assert dropout_keep_mask((3, 5), 0.1).shape == (3, 5)\n"
+        "assert dropout_keep_mask((3, 5), 0.1).shape == (3, 5)\n"
         "assert 'numba' not in sys.modules, 'a mask on the numpy backend imported numba'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_numba_runs_the_registered_twin():
+    with kernels.use_backend("numba"):
+        assert dispatch.TWINS["keep_mask_from_seed"] is kd.keep_mask_from_seed_numba

@@ -1,5 +1,6 @@
 """Every speed trick of tinygrad_lite/fast.py against its plain twin: values and gradients agree,
 the switches work, and each trick really fires (so a test of it can fail)."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 from trick_switches import both
 
 import tinygrad_lite as tl
-from tinygrad_lite import Tensor, fast, nn
+from tinygrad_lite import Tensor, dispatch, fast, kernels, nn
 from tinygrad_lite.nn import functional as F
 from tinygrad_lite.tensor import dropout_keep_mask
 from transformer import Transformer
@@ -38,9 +39,9 @@ def assert_same(on, off):
 def test_switches_nest_restore_and_reject_unknown_names():
     with fast.tricks_off():
         assert not any(getattr(fast.TRICKS, n) for n in fast.NAMES)
-        with fast.tricks_on("dropout_bits"):
-            assert fast.TRICKS.dropout_bits and not fast.TRICKS.members_in_dict
-        assert not fast.TRICKS.dropout_bits
+        with fast.tricks_on("skip_scope"):
+            assert fast.TRICKS.skip_scope and not fast.TRICKS.members_in_dict
+        assert not fast.TRICKS.skip_scope
     with pytest.raises(ValueError, match=r"unknown trick\(s\) \['flash'\]"):
         with fast.tricks_off("flash"):
             pass
@@ -94,11 +95,22 @@ def test_greedy_decoding_is_identical_with_every_trick_off():
     assert_same(*both(decode, *BIT_EXACT))  # decoder_kernel: tests/test_decoder_kernel.py, to rounding
 
 
-# ---------------------------------------------------------------- dropout_bits
+# ---------------------------------------------------------------- dropout: one mask on both paths
+def fast_or_plain(plain):
+    """The formula path (fast.plain()), or every trick on with the Numba twins."""
+    return fast.plain() if plain else both_on()
+
+
+@contextlib.contextmanager
+def both_on():
+    with fast.tricks_on(), kernels.use_backend("numba"):
+        yield
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.3, 1e-6])
-@pytest.mark.parametrize("on", [True, False])
-def test_both_dropout_masks_keep_one_minus_p(p, on):
-    with (fast.tricks_on if on else fast.tricks_off)("dropout_bits"):
+@pytest.mark.parametrize("plain", [True, False])
+def test_dropout_masks_keep_one_minus_p(p, plain):
+    with fast_or_plain(plain):
         tl.manual_seed(0)
         n = 400_000
         kept = dropout_keep_mask((n,), p).mean()
@@ -106,13 +118,13 @@ def test_both_dropout_masks_keep_one_minus_p(p, on):
     assert abs((1 - kept) - p) < 6 * sigma + 1e-4 * min(p, 1 - p)
 
 
-@pytest.mark.parametrize("on", [True, False])
-def test_dropout_applies_the_mask_it_draws_to_values_and_gradients(on):
+@pytest.mark.parametrize("plain", [True, False])
+def test_dropout_applies_the_mask_it_draws_to_values_and_gradients(plain):
     """dropout(x) = x · keep / (1 - p), and the gradient is g · keep / (1 - p), with `keep` what
-    the (fast or plain) mask generator draws from the same seed."""
+    the mask generator draws from the same seed."""
     x = Tensor(np.random.default_rng(3).standard_normal((4, 50)), requires_grad=True)
     g = np.random.default_rng(4).standard_normal((4, 50))
-    with (fast.tricks_on if on else fast.tricks_off)("dropout_bits"):
+    with fast_or_plain(plain):
         tl.manual_seed(5)
         keep = dropout_keep_mask(x.shape, 0.3)
         tl.manual_seed(5)
@@ -124,30 +136,37 @@ def test_dropout_applies_the_mask_it_draws_to_values_and_gradients(on):
     assert 0 < keep.mean() < 1
 
 
-def test_the_fast_mask_is_drawn_from_bits_not_floats():
-    with fast.tricks_on("dropout_bits"):
-        tl.manual_seed(6)
-        fast_mask = dropout_keep_mask((1000,), 0.5)
-    with fast.tricks_off("dropout_bits"):
-        tl.manual_seed(6)
-        plain_mask = dropout_keep_mask((1000,), 0.5)
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.01])
+def test_the_plain_and_the_fast_path_draw_the_same_mask_from_one_rng_word(p):
+    """Both run dropout's formula, a counter-based stream seeded by one word of the engine's rng
+    (the fast path through its Numba twin), so a plain run drops what a fast run drops."""
+    drawn = []
+    for plain in (True, False):
+        with fast_or_plain(plain):
+            tl.manual_seed(6)
+            drawn.append(dropout_keep_mask((7, 300), p))
+            drawn.append(tl.random.rng().bit_generator.state)
     tl.manual_seed(6)
-    assert np.array_equal(plain_mask, tl.random.rng().random(1000) >= 0.5)
-    assert not np.array_equal(fast_mask, plain_mask)
+    seed = tl.random.rng().bit_generator.random_raw()
+    assert drawn[1] == drawn[3] == tl.random.rng().bit_generator.state
+    np.testing.assert_array_equal(drawn[0], drawn[2])
+    bits = 16 if p in (0.1, 0.5) else 32
+    expected = dispatch.formula("keep_mask_from_seed")(seed, 2100, bits, round(p * 2 ** bits))
+    np.testing.assert_array_equal(drawn[0].ravel(), expected)
 
 
-@pytest.mark.parametrize("on", [True, False])
-def test_fused_attention_draws_what_the_unfused_dropout_draws_either_way(on):
+@pytest.mark.parametrize("plain", [True, False])
+def test_fused_attention_draws_what_the_unfused_dropout_draws_either_way(plain):
     rng = np.random.default_rng(7)
     q, k, v = (Tensor(rng.standard_normal((2, 3, 2, 4))) for _ in range(3))
-    with (fast.tricks_on if on else fast.tricks_off)("dropout_bits"):
+    with fast_or_plain(plain):
         tl.manual_seed(8)
         fused = F.fused_attention(q, k, v, dropout_p=0.4, training=True)
         tl.manual_seed(8)
         qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
         weights = (qh @ kh.transpose(-2, -1)).softmax(-1, scale=0.5).dropout(0.4)
-        plain = (weights @ vh).transpose(1, 2)
-    np.testing.assert_allclose(fused.data, plain.data, rtol=1e-12, atol=1e-14)
+        plain_out = (weights @ vh).transpose(1, 2)
+    np.testing.assert_allclose(fused.data, plain_out.data, rtol=1e-12, atol=1e-14)
 
 
 # ---------------------------------------------------------------- members_in_dict

@@ -7,7 +7,7 @@ A trick stays only while it pays. The measurement quoted with each one comes fro
 `python3 bench/speed_tricks.py`, which times the trick on against off in one process
 (bench/README.md, "Speed tricks"). To run the plain versions:
 
-    with fast.tricks_off():                   # every trick; or tricks_off("dropout_bits")
+    with fast.tricks_off():                   # every trick; or tricks_off("skip_scope")
         ...
     with fast.plain():                        # every trick off and the kernels' NumPy twins:
         ...                                   # the formula path, end to end
@@ -16,17 +16,14 @@ A trick stays only while it pays. The measurement quoted with each one comes fro
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 
 from .autograd import _state as _autograd_state  # per-thread grad mode and anomaly flags
 from .checks import switched_off
-from .kernels.dropout import keep_mask_from_seed
-from .random import rng
 
-NAMES = ("dropout_bits", "members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual",
-         "fused_ffn", "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
+NAMES = ("members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual", "fused_ffn",
+         "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
          "fused_cross_entropy", "skip_padding", "panel_products", "gpt_kernel")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
@@ -92,25 +89,8 @@ def _switched(on: bool, names):
 # 5-7 runs, 1 thread; bench/README.md, "Speed tricks", 2026-12-01), then where its plain version
 # sits. Dropped because they no longer paid (same section): leaves adopting a gradient nothing
 # else refers to (a sys.getrefcount shortcut), attrgetter properties, an all-int shortcut in shape
-# arguments, dropout's scale-then-mask order.
-
-# ---------------------------------------------------------------- dropout_bits
-
-def keep_mask_from_bits(shape, p: float) -> np.ndarray:
-    """Why: training 12% faster (train small off/on 1.12, quartiles 1.03-1.15; 2026-12-02): floats cost more to draw.
-
-    Random bits are compared with a threshold instead of drawing floats: 16 bits per entry
-    when they give p and 1 - p to within 1e-4 of themselves (p = 0.1 becomes 0.100006), else 32.
-    The bits are SplitMix64 words that a kernel computes from one seed drawn from the engine's rng
-    (kernels.dropout), 3x faster than NumPy's raw PCG64 words (0.3 vs 1.0 ns an entry).
-    Plain version: tensor.dropout_keep_mask, `rng().random(shape) >= p`."""
-    for bits in (16, 32):
-        threshold = min(round(p * 2.0 ** bits), 2 ** bits - 1)
-        if abs(threshold - p * 2.0 ** bits) <= 1e-4 * min(p, 1 - p) * 2.0 ** bits:
-            break
-    seed = rng().bit_generator.random_raw()
-    return keep_mask_from_seed(seed, math.prod(shape), bits, threshold).reshape(shape)
-
+# arguments, dropout's scale-then-mask order. Became plain code: dropout_bits (train SMALL 1.12), whose
+# counter-based mask is now dropout's formula (ops.nn.dropout_keep_mask), its Numba kernel a twin.
 
 # ---------------------------------------------------------------- members_in_dict
 

@@ -1,15 +1,15 @@
 """CPU kernels for the Transformer's hot spots: Numba twins of single ops, and the machinery that
 fuses several.
 
-An op's formula lives in its op file, in NumPy: softmax, log_softmax and layer norm in
-tinygrad_lite/ops/nn.py, GELU in ops/unary.py, cross-entropy's and the embedding's gradients in
-nn/functional.py, Adam's update in optim/adam.py. TWINS below registers the Numba kernel that
-computes the same op faster, and the op file's `@has_twin` line runs it under the numba backend
-(tinygrad_lite.dispatch); the formula is the twin's test oracle. The rest is machinery whose NumPy
-twins compose several ops: attention (per-query, SIMD tiles), fused dropout chains, the dropout
-mask's bits, the panel products. Matmul is the op's np.matmul (OpenBLAS, ops/binary.py) on both
-backends: a Numba matmul measured 4.7-9.3x slower than OpenBLAS at every size (bench/README.md). Numba
-products run only where they measured faster: attention's per-head products in float32
+An op's formula lives in its op file, in NumPy: softmax, log_softmax, layer norm and dropout's
+counter-based keep mask in tinygrad_lite/ops/nn.py, GELU in ops/unary.py, cross-entropy's and the
+embedding's gradients in nn/functional.py, Adam's update in optim/adam.py. TWINS below registers
+the Numba kernel that computes the same op faster, and the op file's `@has_twin` line runs it
+under the numba backend (tinygrad_lite.dispatch); the formula is the twin's test oracle. The rest
+is machinery whose NumPy twins compose several ops: attention (per-query, SIMD tiles), fused
+dropout chains, the panel products. Matmul is the op's np.matmul (OpenBLAS, ops/binary.py) on both
+backends: a Numba matmul measured 4.7-9.3x slower than OpenBLAS at every size (bench/README.md).
+Numba products run only where they measured faster: attention's per-head products in float32
 (kernels.simd's micro-kernels, in the tile kernels) and, on AVX-512 CPUs whose OpenBLAS runs
 8-float kernels, a Linear's training products (kernels.panels, where panels.beats_blas says so;
 decoding's products in transformer's decoder kernel).
@@ -17,14 +17,14 @@ All functions take and return NumPy arrays (float32 or float64), never Tensors, 
 them: the Tensor methods and nn.functional check what users pass.
 
     softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward, layernorm_forward,
-    layernorm_backward, gelu_forward, gelu_and_slope, cross_entropy_backward, embedding_backward
+    layernorm_backward, gelu_forward, gelu_and_slope, cross_entropy_backward, embedding_backward,
+    adam_update, keep_mask_from_seed
                                                the ops in TWINS as the backend runs them (dispatch.op)
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
     attention_forward_rows / attention_backward_rows: the same on the real tokens' rows (n, h, d), no padding
     attention_engine(queries) -> 'numba' | 'blas'             the per-query kernel's rule (kernels.attention)
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
-    keep_mask_from_seed(seed, count, bits, threshold) -> keep  dropout mask from SplitMix64 words (kernels.dropout)
     panels.pack_panels(w) / panels.panel_product(...)          x·Wᵀ + b with W packed once (AVX-512; decoding)
     panels.panel_matmul_numba(a, b) / panels.beats_blas(a, b)  a · b on it (training, if BLAS has 8-float kernels)
 
@@ -40,7 +40,6 @@ from .attention import (
                         attention_forward_rows,
 )
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
-from .dropout import keep_mask_from_seed
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
 
 TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of its Numba twin in this package
@@ -54,13 +53,14 @@ TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of it
     "gelu_and_slope": "gelu:gelu_and_slope_numba",
     "cross_entropy_backward": "cross_entropy:cross_entropy_backward_numba",
     "adam_update": "adam:adam_update_numba",
+    "keep_mask_from_seed": "dropout:keep_mask_from_seed_numba",
     "embedding_backward": "embedding:embedding_backward_numba",
 }
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",
     "bias_relu_dropout_",
-    "dropout_backward", "keep_mask_from_seed",
+    "dropout_backward",
     "relu_dropout_backward", "attention_engine", "attention_forward", "get_backend",
     "set_backend", "TWINS", "use_backend",
 ]

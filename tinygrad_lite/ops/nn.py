@@ -1,16 +1,15 @@
 """nn-flavoured ops: softmax, log_softmax, layer_norm and dropout, and the selecting ops a model's
 layers use: gather, masked_fill and where. The formulas of softmax, log_softmax and layer_norm,
-forward and backward, are the NumPy functions at the end of this file; `@has_twin` lets a backend
-run a faster twin of each (tinygrad_lite.dispatch)."""
+forward and backward, and dropout's keep mask are the NumPy functions at the end of this file;
+`@has_twin` lets a backend run a faster twin of each (tinygrad_lite.dispatch)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .. import fast, tensor
+from .. import tensor
 from ..dispatch import has_twin
-from ..fast import TRICKS
 from ..random import rng
 from .binary import unbroadcast
 from .shapes import FLOAT_DTYPES, broadcast_shape, norm_dim
@@ -61,7 +60,7 @@ class NNOps:
     # ------------------------------------------------------------ dropout and layer_norm
 
     def dropout(self, p: float = 0.5, training: bool = True):
-        """Inverted dropout: zero with probability p, scale the rest by 1/(1-p)."""
+        """Inverted dropout: zero with probability p (dropout_keep_mask below), scale the rest by 1/(1-p)."""
         if not 0 <= p <= 1:
             raise ValueError(f"dropout: p must be in [0, 1], got {p}")
         if not training or p == 0:
@@ -272,8 +271,35 @@ def additive_mask(mask, dtype):
 
 
 def dropout_keep_mask(shape, p: float) -> np.ndarray:
-    """A boolean array of `shape`, each entry True (kept) with probability 1 - p, drawn from the
-    engine's rng (so manual_seed makes dropout repeatable)."""
-    if TRICKS.dropout_bits:
-        return fast.keep_mask_from_bits(shape, p)
-    return rng().random(shape) >= p
+    """A boolean array of `shape`, each entry True (kept) with probability 1 - p: one word of the
+    engine's rng seeds a counter-based stream (keep_mask_from_seed), so manual_seed makes dropout
+    repeatable. An entry is a 16-bit lane when 16 bits give p to within 1e-4 of itself (p = 0.1
+    becomes 0.100006), else a 32-bit lane."""
+    for bits in (16, 32):
+        threshold = min(round(p * 2.0 ** bits), 2 ** bits - 1)
+        if abs(threshold - p * 2.0 ** bits) <= 1e-4 * min(p, 1 - p) * 2.0 ** bits:
+            break
+    seed = rng().bit_generator.random_raw()
+    return keep_mask_from_seed(seed, math.prod(shape), bits, threshold).reshape(shape)
+
+
+GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's step: 2**64 over the golden ratio, odd
+MIX1, MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+LANE_DTYPES = {16: np.uint16, 32: np.uint32}
+
+
+@has_twin("keep_mask_from_seed")
+def keep_mask_from_seed(seed, count, bits, threshold):
+    """bool (count,): lanes of SplitMix64's words from state `seed`, each kept when >= threshold.
+    Word i (i = 1, 2, ...) is splitmix64_mix(seed + i·GAMMA) (mod 2**64): no state runs from word to
+    word, so any word can be computed alone. A word holds 64 // bits lanes, lowest bits first."""
+    lanes = LANE_DTYPES[bits]
+    counters = np.arange(1, -(-count // (64 // bits)) + 1, dtype=np.uint64)
+    return splitmix64_mix(counters * GAMMA + np.uint64(seed)).view(lanes)[:count] >= lanes(threshold)
+
+
+def splitmix64_mix(z):
+    """SplitMix64's output function (Steele, Lea & Flood 2014) of uint64 states z, wrapping."""
+    z = (z ^ (z >> np.uint64(30))) * MIX1
+    z = (z ^ (z >> np.uint64(27))) * MIX2
+    return z ^ (z >> np.uint64(31))
