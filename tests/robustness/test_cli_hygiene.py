@@ -68,7 +68,7 @@ TRANSFORMER_CASES = [
     (["train", "--lr", "abc"], "--lr: expected a number"),
     (["train", "--lr", "nan"], "--lr: must be a finite number"),
     (["train", "--lr", "-1"], "--lr: must be > 0"),
-    (["train", "--minutes", "0"], "--minutes: must be > 0"),
+    (["train", "--minutes", "-1"], "--minutes: must be a finite number >= 0"),  # 0: no limit
     (["train", "--layers", "-1"], "--layers: must be > 0, got -1"),
     (["train", "--heads", "0"], "--heads: must be > 0"),
     (["train", "--d-ff", "-5"], "--d-ff: must be > 0"),
