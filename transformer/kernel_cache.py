@@ -20,7 +20,7 @@ import sys
 COMPILES = {
     "train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm", "tinygrad_lite.kernels.fused",
                 "tinygrad_lite.kernels.cross_entropy", "tinygrad_lite.kernels.embedding",
-                "tinygrad_lite.kernels.adam", "transformer.fast.decoder_kernel"), 70),
+                "tinygrad_lite.kernels.adam", "tinygrad_lite.kernels.dropout", "transformer.fast.decoder_kernel"), 70),
     "translate": (("tinygrad_lite.kernels.softmax", "transformer.fast.decoder_kernel"), 35),
     "sample": (("transformer.fast.decoder_kernel",), 20),
     "gpt train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm",
