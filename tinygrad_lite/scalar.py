@@ -23,10 +23,7 @@ class Value:
         data: the number, a float.
         grad: d(root)/d(self) after `root.backward()`; 0.0 until then.
         label: an optional name ("w1", "loss"), shown by the graph renderer.
-        _prev: the inputs of the op that made this Value, a tuple in argument order
-            (empty for leaves: inputs, parameters and constants).
-        _op: that op's name ("+", "*", "**2", "tanh", ...; "" for leaves).
-        _local_grads: d(self)/d(input) for each input in `_prev`, same order.
+        inputs, op, vjp: the graph, for tools that walk it (viz); see each.
     """
 
     __slots__ = ("_local_grads", "_op", "_prev", "data", "grad", "label")
@@ -38,7 +35,22 @@ class Value:
         self.label = label
         self._prev = _prev
         self._op = _op
-        self._local_grads = _local_grads
+        self._local_grads = _local_grads  # d(self)/d(input) for each input, same order
+
+    @property
+    def inputs(self):
+        """The Values the op that made this one read, in argument order; () for a leaf."""
+        return self._prev
+
+    @property
+    def op(self):
+        """That op's name ("+", "*", "**2", "tanh", ...); "" for a leaf."""
+        return self._op
+
+    def vjp(self, upstream):
+        """The chain rule's local step: given upstream = d(root)/d(self), d(root)/d(input) for
+        each of `inputs`, as a tuple. Pure: no .grad changes (vjp(1.0) gives the local slopes)."""
+        return tuple(local * upstream for local in self._local_grads)
 
     def __add__(self, other):
         other = other if isinstance(other, Value) else Value(other)

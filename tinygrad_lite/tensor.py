@@ -7,7 +7,8 @@ Every op is defined once, its forward and backward side by side:
         return self._make(out, "exp", (self,), lambda g: (g * out,))
 
 `_make` records the op's name, its inputs and the backward function, which maps
-the gradient of the output to one gradient per input. This file holds the core: the data and its
+the gradient of the output to one gradient per input; `t.op`, `t.inputs` and `t.vjp(g)` show
+them to tools that walk the graph. This file holds the core: the data and its
 gradient, `_make` and `backward`, the constructors, attributes, conversions and how an operand
 becomes a Tensor. The ops come in families, one file each, that Tensor inherits:
 
@@ -230,6 +231,31 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
         """True unless a recorded op made this tensor (parameters and inputs are leaves), like
         torch's .is_leaf."""
         return not self._prev
+
+    @property
+    def inputs(self) -> tuple:
+        """The tensors the op that made this one read, in argument order; () for a leaf and for
+        an op that was not recorded (no input required grad, or no_grad())."""
+        return self._prev
+
+    @property
+    def op(self) -> str:
+        """The name of the op that made this tensor ("matmul", "exp", ...); "" for a leaf."""
+        return self._op
+
+    def vjp(self, upstream) -> tuple:
+        """The op's backward rule: given upstream = d(root)/d(self), of self's shape, the gradient
+        d(root)/d(input) for each of `inputs` (None where the op sends none). Pure: no .grad
+        changes. Raises RuntimeError once backward() has freed the graph (see retain_graph)."""
+        if not self._prev:
+            return ()
+        if self._backward is None:
+            raise RuntimeError(f"vjp: the graph through op '{self._op}' was freed by backward(); "
+                               "call backward(retain_graph=True) to keep it")
+        upstream = as_array(upstream, self.dtype)
+        if upstream.shape != self.shape:
+            raise ValueError(f"vjp: upstream has shape {upstream.shape}, expected {self.shape} (op '{self._op}')")
+        return tuple(self._backward(upstream))
 
     def size(self, dim=None):
         """Returns the shape, or the size of dim `dim`, like torch.Tensor.size."""

@@ -1,7 +1,7 @@
 """Draw a computation graph, and after backward() the backprop graph, with Graphviz.
 
 `draw_graph(root)` walks the graph that `root` (a scalar `Value` or a `Tensor`) was computed
-from, through each node's `_prev` (its inputs) and `_op` (the op that made it):
+from, through each node's public `inputs` and `op` (the op that made it):
 
 - Scalar graphs look like micrograd's `draw_dot`: one record per Value (label | data | grad)
   and one small node per op between its inputs and its output.
@@ -356,13 +356,13 @@ def topological(roots) -> list:
         if id(root) in seen:
             continue
         seen.add(id(root))
-        stack = [(root, iter(root._prev))]
+        stack = [(root, iter(root.inputs))]
         while stack:
             node, inputs = stack[-1]
             for parent in inputs:
                 if id(parent) not in seen:
                     seen.add(id(parent))
-                    stack.append((parent, iter(parent._prev)))
+                    stack.append((parent, iter(parent.inputs)))
                     break
             else:
                 stack.pop()
@@ -380,23 +380,23 @@ class _ValueScene(_Scene):
         root_ids = {id(r) for r in roots}
         key = {id(v): f"v{i}" for i, v in enumerate(order)}
         self.source_key = key
-        self.target_key = {id(v): key[id(v)] + "_op" if v._prev else key[id(v)] for v in order}
+        self.target_key = {id(v): key[id(v)] + "_op" if v.inputs else key[id(v)] for v in order}
         for v in order:
             fields = ([v.label] if v.label else []) + [f"data {format_number(v.data)}"]
             if show_grad:
                 fields.append(f"grad {format_number(v.grad)}")
             norm = abs(v.grad) if has_grad else None
-            attrs = {"shape": "Mrecord" if not v._prev else "record", "style": "filled",
+            attrs = {"shape": "Mrecord" if not v.inputs else "record", "style": "filled",
                      "fillcolor": _PLAIN_FILL, "label": _record(fields, rankdir, across=True)}
             if id(v) in root_ids:
                 attrs["penwidth"] = "3"
             self.add_node(key[id(v)], None, norm, **attrs)
-            if v._prev:
+            if v.inputs:
                 op_key = key[id(v)] + "_op"
                 self.add_node(op_key, None, norm, shape="ellipse", style="filled", fillcolor=_PLAIN_FILL,
-                              fontsize="10", height="0.3", label=graphviz.nohtml(_escape_plain(v._op)))
+                              fontsize="10", height="0.3", label=graphviz.nohtml(_escape_plain(v.op)))
                 self.add_edge(op_key, key[id(v)], norm)
-                for parent in v._prev:
+                for parent in v.inputs:
                     self.add_edge(key[id(parent)], op_key, abs(parent.grad) if has_grad else None)
 
 
@@ -439,7 +439,7 @@ class _TensorScene(_Scene):
         self.index = {id(t): i for i, t in enumerate(order)}
         self.consumers = defaultdict(list)
         for t in order:
-            for p in _unique(t._prev):
+            for p in _unique(t.inputs):
                 self.consumers[id(p)].append(t)
         homes = {id(t): self.tree.home(t) for t in order}
         self.folded = {id(t) for t in order if self._is_foldable(t)}
@@ -450,15 +450,15 @@ class _TensorScene(_Scene):
                 self._add_tensor(t, homes[id(t)])
         self._add_edges()
         self._add_clusters()
-        if self.has_grad and not any(t.grad is not None for t in order if t._prev):
+        if self.has_grad and not any(t.grad is not None for t in order if t.inputs):
             self.notes.append("only leaves hold gradients; run backward() inside tinygrad_lite.retain_grads() "
                               "to colour every node")
-        if any(t._op in FAST_OPS for t in order):
+        if any(t.op in FAST_OPS for t in order):
             self.notes.append("the fast path: a fused op's label says which part of the formula it runs; "
                               "record under tinygrad_lite.fast.plain() to see that formula op by op")
 
     def _is_foldable(self, t) -> bool:
-        return (not t._prev and not t.requires_grad and t.data.size == 1 and not t.name
+        return (not t.inputs and not t.requires_grad and t.data.size == 1 and not t.name
                 and id(t) not in self.roots and id(t) not in self.tree.param_name)
 
     def _is_param(self, t) -> bool:
@@ -476,13 +476,13 @@ class _TensorScene(_Scene):
             if box[id(t)] is None or self._is_param(t):
                 continue
             links.find(id(t))
-            for p in t._prev:
+            for p in t.inputs:
                 if box[id(p)] == box[id(t)] and not self._is_param(p):
                     links.union(id(p), id(t))
         # number the calls in running order: a call further from the output ran earlier
         distance = defaultdict(int)
         for t in reversed(order):
-            for p in t._prev:
+            for p in t.inputs:
                 distance[id(p)] = max(distance[id(p)], distance[id(t)] + 1)
         reach: dict[tuple, int] = {}
         for t in order:
@@ -521,7 +521,7 @@ class _TensorScene(_Scene):
             inside = {id(t) for t in tensors}
             for t in tensors:
                 self.source_key[id(t)] = self.target_key[id(t)] = key
-            inputs = [p.shape for t in tensors for p in _unique(t._prev)
+            inputs = [p.shape for t in tensors for p in _unique(t.inputs)
                       if id(p) not in inside and id(p) not in self.folded and not self._is_param(p)]
             outputs = [t for t in tensors
                        if id(t) in self.roots or any(id(c) not in inside for c in self.consumers[id(t)])]
@@ -565,27 +565,27 @@ class _TensorScene(_Scene):
         if norm is not None:
             fields.append(f"grad norm {format_norm(norm)}")
         attrs = {"style": "filled", "fillcolor": _PLAIN_FILL, "label": _record(fields, self.rankdir, across=False),
-                 "shape": "Mrecord" if (t.requires_grad and not t._prev) else "record"}
-        if not t._prev and not t.requires_grad:
+                 "shape": "Mrecord" if (t.requires_grad and not t.inputs) else "record"}
+        if not t.inputs and not t.requires_grad:
             attrs.update(style="filled,dashed", fontcolor=_CONSTANT_FONT_COLOUR)
         if id(t) in self.roots:
             attrs["penwidth"] = "3"
         self.add_node(key, home, norm, **attrs)
         self.source_key[id(t)] = self.target_key[id(t)] = key
-        if t._prev:
+        if t.inputs:
             self._add_op(t, key, home, norm)
 
     def _add_op(self, t, key, home, norm):
         """The op that made `t`, its folded constants, and for a fast path's fused op the formula
         it stands for (FAST_OPS) on a second line and in the tooltip."""
         op_key = key + "_op"
-        constants = [format(float(p.data.reshape(-1)[0]), ".4g") for p in t._prev if id(p) in self.folded]
-        lines = [" ".join([t._op or "?"] + constants)]
+        constants = [format(float(p.data.reshape(-1)[0]), ".4g") for p in t.inputs if id(p) in self.folded]
+        lines = [" ".join([t.op or "?"] + constants)]
         attrs = {}
-        formula = FAST_OPS.get(t._op)
+        formula = FAST_OPS.get(t.op)
         if formula is not None:
             lines.append(f"= {formula}")
-            attrs["tooltip"] = _escape_plain(f"{t._op}: {formula} (one op on the fast path, tinygrad_lite/fast.py)")
+            attrs["tooltip"] = _escape_plain(f"{t.op}: {formula} (one op on the fast path, tinygrad_lite/fast.py)")
         self.add_node(op_key, home, norm, shape="ellipse", style="filled", fillcolor=_PLAIN_FILL, fontsize="10",
                       height="0.3", label=graphviz.nohtml("\\n".join(_escape_plain(line) for line in lines)), **attrs)
         self.add_edge(op_key, key, norm)
@@ -595,7 +595,7 @@ class _TensorScene(_Scene):
         for t in self.order:
             if id(t) in self.folded:
                 continue
-            for p in _unique(t._prev):
+            for p in _unique(t.inputs):
                 if id(p) not in self.folded:
                     self.add_edge(self.source_key[id(p)], self.target_key[id(t)], self._norm(p))
 

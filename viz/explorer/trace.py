@@ -3,8 +3,8 @@
 `trace(loss, model)` lists every node the loss was computed from (a scalar `Value` or a
 `Tensor`), with its value and gradient as the engine holds them (`.data`, `.grad`), the order
 backward visits them, and for each node the gradient each consumer sent it: for a Value its
-local derivative times the consumer's gradient (`_local_grads`), for a Tensor what the
-consumer's backward function returns given the consumer's gradient. Numbers keep 9
+local derivative times the consumer's gradient, for a Tensor what the consumer's backward rule
+returns given the consumer's gradient: both are the consumer's `vjp(grad)`. Numbers keep 9
 significant digits (enough to give a float32 back exactly); big tensors keep a summary.
 """
 from __future__ import annotations
@@ -90,15 +90,15 @@ def _trace_values(loss) -> Trace:
     result = Trace("value", engine=order)
     at = result.index()
     for i, v in enumerate(order):
-        kind = "op" if v._prev else "leaf"
-        node = _node(i, v.label or (f"{v._op} → {v.data:.4g}" if v._prev else f"{v.data:.4g}"), v._op,
+        kind = "op" if v.inputs else "leaf"
+        node = _node(i, v.label or (f"{v.op} → {v.data:.4g}" if v.inputs else f"{v.data:.4g}"), v.op,
                      summary(v.data), summary(v.grad), kind)
-        node["inputs"] = [at[id(p)] for p in v._prev]
+        node["inputs"] = [at[id(p)] for p in v.inputs]
         result.nodes.append(node)
     for c in order:
-        for arg, (p, local) in enumerate(zip(c._prev, c._local_grads)):
+        for arg, (p, local, sent) in enumerate(zip(c.inputs, c.vjp(1.0), c.vjp(c.grad))):
             result.nodes[at[id(p)]]["from"].append({"node": at[id(c)], "arg": arg, "local": number(local),
-                                                    "grad": summary(local * c.grad, brief=True)})
+                                                    "grad": summary(sent, brief=True)})
     result.steps = [at[id(v)] for v in reversed(order)]
     return result
 
@@ -107,7 +107,7 @@ def _tensor_label(t, names: dict) -> str:
     name = names.get(id(t)) or t.name
     if name:
         return name
-    return f"{t._op} out" if t._prev else "constant"
+    return f"{t.op} out" if t.inputs else "constant"
 
 
 def _trace_tensors(loss, model) -> Trace:
@@ -118,22 +118,37 @@ def _trace_tensors(loss, model) -> Trace:
     at = result.index()
     names = {id(p): name for name, p in model.named_parameters()} if model is not None else {}
     for i, t in enumerate(order):
-        kind = "op" if t._prev else ("param" if id(t) in names or t.requires_grad else "constant")
+        kind = "op" if t.inputs else ("param" if id(t) in names or t.requires_grad else "constant")
         grad = None if t.grad is None else summary(t.grad)
-        node = _node(i, _tensor_label(t, names), t._op, summary(t.data), grad, kind)
-        node.update(inputs=[at[id(p)] for p in t._prev], dtype=str(t.dtype))
+        node = _node(i, _tensor_label(t, names), t.op, summary(t.data), grad, kind)
+        node.update(inputs=[at[id(p)] for p in t.inputs], dtype=str(t.dtype))
         result.nodes.append(node)
     steps = list(reversed(toposort(loss)))
     result.steps = [at[id(t)] for t in steps]
-    if any(t._prev and t.grad is None for t in steps):
+    if any(t.inputs and t.grad is None for t in steps):
         result.notes.append(NOTE_NO_RETAINED)
-    if any(t._prev and t._backward is None for t in steps):
-        result.notes.append(NOTE_NO_GRAPH)
+    freed = _freed(loss)
     for c in steps:
-        if not c._prev or c.grad is None or c._backward is None:
+        if not c.inputs or c.grad is None:
             continue
-        for arg, (p, pg) in enumerate(zip(c._prev, c._backward(c.grad))):
+        try:
+            sent = c.vjp(c.grad)
+        except RuntimeError:  # an earlier backward() freed this part of the graph
+            freed = True
+            continue
+        for arg, (p, pg) in enumerate(zip(c.inputs, sent)):
             if pg is not None and p.requires_grad:
                 result.nodes[at[id(p)]]["from"].append({"node": at[id(c)], "arg": arg,
                                                         "grad": summary(pg, brief=True)})
+    if freed:
+        result.notes.append(NOTE_NO_GRAPH)
     return result
+
+
+def _freed(loss) -> bool:
+    """Whether backward() freed the graph: it frees every node it passes, the loss first."""
+    try:
+        loss.vjp(np.zeros_like(loss.data))
+    except RuntimeError:
+        return True
+    return False
