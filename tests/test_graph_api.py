@@ -102,3 +102,19 @@ def test_the_explorer_says_when_backward_freed_the_graph():
     assert [f["arg"] for f in to_w] == [0, 1]  # w * w: w is both inputs, each sent 2 * w
     for f in to_w:
         np.testing.assert_array_equal(f["grad"]["head"], (2 * w.data).ravel())
+
+
+def test_a_tensor_names_the_modules_whose_forward_made_it():
+    from tinygrad_lite import nn
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.inner(x).relu()
+
+    model, x = Outer(), Tensor(np.ones((1, 3), dtype=np.float32))
+    y = model(x)
+    assert y.scope == (model,) and y.inputs[0].scope == (model, model.inner) and x.scope == ()

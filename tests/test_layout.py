@@ -1,5 +1,5 @@
 """The house's rules, read from the source: the floors never look up, no library file is over 700
-lines nor function over 60, no module imports another package's private names, and the textbook
+lines nor function over 60, no module imports or reads another package's private names, and the textbook
 path (docs/reading.md) holds no machinery: no Numba, ctypes or LLVM, no caches; fast paths sit
 behind `if TRICKS.<name>:` and live in tinygrad_lite/fast.py, tinygrad_lite/kernels/ and
 transformer/fast/."""
@@ -94,6 +94,60 @@ def test_no_module_reaches_into_another_packages_private_names():
         offenders += [f"{p.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}" for node in ast.walk(tree)
                       if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                       and node.value.id in foreign and node.attr.startswith("_") and not node.attr.startswith("__")]
+    assert not offenders
+
+
+# Reads of another package's private attributes still allowed, each with its reason: (file, name).
+FOREIGN_PRIVATE_READS_ALLOWED = {
+    # the name a parent registered a Module under, to label a module found through a tensor's scope
+    # rather than through named_modules(); Module has no public name (nor has torch's)
+    ("viz/module_tree.py", "_name"),
+}
+
+
+def private_attributes_defined(tree: ast.AST) -> set[str]:
+    """The `_names` a file gives objects: assigned as attributes, or defined or slotted in a class."""
+    names = {node.attr for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)}
+    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        for statement in cls.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(statement.name)
+            targets = statement.targets if isinstance(statement, ast.Assign) else \
+                [statement.target] if isinstance(statement, ast.AnnAssign) else []
+            for target in (t for t in targets if isinstance(t, ast.Name)):
+                names.add(target.id)
+                slots = statement.value if target.id == "__slots__" else None
+                keys = slots.keys if isinstance(slots, ast.Dict) else getattr(slots, "elts", [])
+                names |= {k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def attribute_reads(tree: ast.AST):
+    """(line, name) of each attribute read: `x.name`, and getattr/hasattr(x, "name")."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            yield node.lineno, node.attr
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str)):
+            yield node.lineno, node.args[1].value
+
+
+def test_no_package_reads_another_packages_private_attributes():
+    """`x._prev` in viz reads the engine's insides: a package (tinygrad_lite, transformer, viz) reads
+    only its own `_names`, and another's public API (Tensor.inputs, .op, .vjp). A `_name` that the
+    reading package also defines counts as its own."""
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sources(*LIBRARY)}
+    defined = {package: set() for package in LIBRARY}
+    for p, tree in trees.items():
+        defined[p.relative_to(ROOT).parts[0]] |= private_attributes_defined(tree)
+    offenders = []
+    for p, tree in trees.items():
+        package = p.relative_to(ROOT).parts[0]
+        theirs = set().union(*(defined[other] for other in LIBRARY if other != package)) - defined[package]
+        offenders += [f"{p.relative_to(ROOT)}:{line}: .{name}" for line, name in attribute_reads(tree)
+                      if name in theirs and (str(p.relative_to(ROOT)), name) not in FOREIGN_PRIVATE_READS_ALLOWED]
     assert not offenders
 
 

@@ -243,6 +243,11 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
         """The name of the op that made this tensor ("matmul", "exp", ...); "" for a leaf."""
         return self._op
 
+    @property
+    def scope(self) -> tuple:
+        """The Modules whose forward was running when this tensor was made, outermost first."""
+        return self._scope
+
     def vjp(self, upstream) -> tuple:
         """The op's backward rule: given upstream = d(root)/d(self), of self's shape, the gradient
         d(root)/d(input) for each of `inputs` (None where the op sends none). Pure: no .grad

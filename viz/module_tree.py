@@ -1,6 +1,6 @@
 """Which modules ran in a recorded graph, and which of them `draw_graph(collapse=d)` draws as boxes.
 
-A tensor's `_scope` holds the Modules whose forward created it; their dotted paths (from the
+A tensor's `scope` holds the Modules whose forward created it; their dotted paths (from the
 model's `named_modules`) name the clusters, their depths decide what `collapse` folds, and the
 model's `named_parameters` name the parameters.
 """
@@ -42,7 +42,7 @@ class ModuleTree:
     def _outermost(tensors) -> list:
         found = {}
         for t in tensors:
-            scope = getattr(t, "_scope", ()) or ()
+            scope = getattr(t, "scope", ()) or ()
             if scope and hasattr(scope[0], "named_modules"):
                 found.setdefault(id(scope[0]), scope[0])
         return list(found.values())
@@ -69,7 +69,7 @@ class ModuleTree:
             owner = name.rpartition(".")[0]
             return owner if owner in self.module else self._top_path()
         current = None
-        for module in getattr(tensor, "_scope", ()) or ():
+        for module in getattr(tensor, "scope", ()) or ():
             path = self.path_of.get(id(module))
             if path is None:  # a module the model does not register: nest it where it ran
                 label = getattr(module, "_name", None) or type(module).__name__
