@@ -50,7 +50,7 @@ DESCRIPTION = "a GPT from the same blocks, trained, sampled and scored as nanoGP
 def add_commands(parser, common, load_plots) -> None:
     """train, eval and sample under `parser` (python -m transformer gpt); `common` is the parent parser
     of the global flags, `load_plots` returns viz.plots (for OUT/loss.png)."""
-    sub = parser.add_subparsers(dest="gpt_command", required=True)
+    sub = parser.add_subparsers(dest="gpt_command", metavar="command", required=True)
     add_train_parser(sub, common, load_plots)
     add_eval_parser(sub, common)
     add_sample_parser(sub, common)
