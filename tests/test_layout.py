@@ -53,6 +53,69 @@ def test_no_cli_imports_another_cli():
     assert not offenders
 
 
+def module_file(module: str) -> Path | None:
+    base = ROOT / module.replace(".", "/")
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.exists()), None)
+
+
+def import_graph(folders) -> dict[Path, set[Path]]:
+    """Each library file -> the library files it imports, at the top or inside a function
+    (`from pkg import sub` points at pkg/sub.py; `from pkg import name` at pkg/__init__.py)."""
+    graph = {}
+    for p in sources(*folders):
+        targets = set()
+        for module, names in imported_modules(p):
+            submodules = [f for f in (module_file(f"{module}.{n}") for n in names) if f]
+            targets |= set(submodules)
+            if len(submodules) < len(names) or not names:
+                targets |= {f for f in [module_file(module)] if f}
+        graph[p] = targets - {p}
+    return graph
+
+
+def import_circles(graph: dict) -> list[list[str]]:
+    """The strongly connected groups of more than one file (Tarjan's algorithm, iterative)."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(graph.get(target, ()))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while not group or group[-1] != node:
+                    group.append(stack.pop())
+                    on_stack.discard(group[-1])
+                if len(group) > 1:
+                    circles.append(sorted(str(f.relative_to(ROOT)) for f in group))
+    return circles
+
+
+@pytest.mark.parametrize("package", ["viz", "transformer"])
+def test_no_import_circle_in_a_package(package):
+    """What two modules both need lives in the module it belongs to, so imports run one way (viz/graph.py
+    uses viz/render.py, never the reverse). tinygrad_lite joins once only its Tensor/op-mixin circle is left."""
+    circles = [c for c in import_circles(import_graph(LIBRARY)) if any(f.startswith(package + "/") for f in c)]
+    assert not circles
+
+
 def test_no_library_file_is_over_700_lines_nor_function_over_60():
     long_files = [f"{p.relative_to(ROOT)}: {n}" for p in sources(*LIBRARY)
                   if (n := p.read_text(encoding="utf-8").count("\n")) > 700]

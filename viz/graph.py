@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
+from pathlib import Path
 
 import graphviz
 import numpy as np
@@ -29,7 +30,7 @@ from tinygrad_lite.checks import positive_int
 
 from .fast_ops import FAST_OPS
 from .module_tree import ModuleTree
-from .render import FORMATS, GRAPH_FONT, INSTALL_HINT, find_renderer, pipe
+from .render import FORMATS, GRAPH_FONT, INSTALL_HINT, check_output_path, find_renderer, pipe, write_graph
 
 RANKDIRS = ("LR", "TB", "RL", "BT")
 FONT = GRAPH_FONT  # see viz.render: the font both renderers measure and an SVG names
@@ -97,6 +98,24 @@ def draw_graph(root, *, model=None, collapse: int | None = None, expand=(), rank
     """
     return build_scene(root, model=model, collapse=collapse, expand=expand, rankdir=rankdir,
                        max_nodes=max_nodes, show_grad=show_grad, fmt=fmt).to_graphviz(fmt)
+
+
+def render(graph_or_root, out_path, fmt: str | None = None, **draw_kwargs) -> Path:
+    """Write a graph to `out_path` and return the path written.
+
+    `graph_or_root` is a `graphviz` graph (e.g. from `draw_graph`) or a Value/Tensor, which is
+    drawn first with `draw_graph(graph_or_root, **draw_kwargs)`. The format comes from `fmt`
+    or else from the extension: svg, png, pdf or dot; the rest is `viz.render.write_graph`'s
+    (atomic writes, and the `.dot` source with a one-line warning when no renderer is installed).
+    """
+    path, fmt = check_output_path(out_path, fmt)
+    if hasattr(graph_or_root, "source") and hasattr(graph_or_root, "body"):
+        if draw_kwargs:
+            raise TypeError(f"render: got a finished graph, so draw options "
+                            f"{', '.join(sorted(draw_kwargs))} have nothing to apply to; "
+                            "pass them to draw_graph or pass the Value/Tensor itself")
+        return write_graph(graph_or_root, path, fmt)
+    return write_graph(draw_graph(graph_or_root, **draw_kwargs), path, fmt)
 
 
 def build_scene(root, *, model=None, collapse=None, expand=(), rankdir="LR", max_nodes=2000, show_grad=True,

@@ -10,8 +10,8 @@ Renderer discovery, in order:
      `venv/bin/python -m viz ...` finds it with the venv not activated, as an IDE, cron or a
      Jupyter kernel runs it), then on PATH. It writes svg and png but not pdf, so a pdf is made
      from its png with matplotlib.
-With none of them, `render` writes the `.dot` source instead and warns in one line how to
-install a renderer.
+With none of them, `write_graph` writes the `.dot` source instead and warns in one line how to
+install a renderer. Drawing a Value or Tensor is viz.graph's job: `viz.render` draws, then writes here.
 
 Fonts: graphs are laid out in GRAPH_FONT (DejaVu Sans, the sans face of every Linux desktop and
 of matplotlib), whose widths both renderers know, and an SVG names it with similar wide faces
@@ -153,18 +153,17 @@ def pipe(graph, fmt: str = "svg") -> bytes:
     return _draw(renderer, source, fmt)
 
 
-def render(graph_or_root, out_path, fmt: str | None = None, **draw_kwargs) -> Path:
-    """Write a graph to `out_path` and return the path written.
+def write_graph(graph, out_path, fmt: str | None = None) -> Path:
+    """Write a finished graphviz graph (anything with a DOT `.source`) to `out_path` and return the
+    path written; `viz.render` draws a Value or Tensor first and comes here.
 
-    `graph_or_root` is a `graphviz` graph (e.g. from `draw_graph`) or a Value/Tensor, which is
-    drawn first with `draw_graph(graph_or_root, **draw_kwargs)`. The format comes from `fmt`
-    or else from the extension: svg, png, pdf or dot. Missing directories are created. The
-    file appears whole or not at all (written to a temporary name, then renamed). With no
-    renderer installed, the DOT source goes to `out_path` with the suffix `.dot` instead, a
-    one-line RendererMissingWarning says how to get one, and that `.dot` path is returned.
+    The format comes from `fmt` or else from the extension: svg, png, pdf or dot. Missing
+    directories are created. The file appears whole or not at all (written to a temporary name,
+    then renamed). With no renderer installed, the DOT source goes to `out_path` with the suffix
+    `.dot` instead, a one-line RendererMissingWarning says how to get one, and that `.dot` path is
+    returned.
     """
     path, fmt = check_output_path(out_path, fmt)
-    graph = _as_graph(graph_or_root, draw_kwargs)
     source = _source_of(graph, "render")
     if fmt == "dot":
         return _write_atomically(path, source.encode("utf-8"))
@@ -173,7 +172,7 @@ def render(graph_or_root, out_path, fmt: str | None = None, **draw_kwargs) -> Pa
         dot_path = path.with_suffix(".dot")
         written = _write_atomically(dot_path, source.encode("utf-8"))
         warnings.warn(f"render: no Graphviz renderer found, wrote the DOT source to {str(written)!r} "
-                      f"instead of {fmt}; {INSTALL_HINT}", RendererMissingWarning, stacklevel=2)
+                      f"instead of {fmt}; {INSTALL_HINT}", RendererMissingWarning, stacklevel=3)
         return written
     return _write_atomically(path, _draw(renderer, source, fmt))
 
@@ -226,18 +225,6 @@ def _check_format(fmt, op: str, path: Path | None = None, formats: tuple = FORMA
         where = f" for {str(path)!r}" if path is not None else ""
         raise ValueError(f"{op}: unknown format {fmt!r}{where}; expected one of {', '.join(formats)}")
     return fmt.lower().lstrip(".")
-
-
-def _as_graph(graph_or_root, draw_kwargs: dict):
-    if hasattr(graph_or_root, "source") and hasattr(graph_or_root, "body"):
-        if draw_kwargs:
-            raise TypeError(f"render: got a finished graph, so draw options "
-                            f"{', '.join(sorted(draw_kwargs))} have nothing to apply to; "
-                            "pass them to draw_graph or pass the Value/Tensor itself")
-        return graph_or_root
-    from .graph import draw_graph
-
-    return draw_graph(graph_or_root, **draw_kwargs)
 
 
 def _source_of(graph, op: str) -> str:
