@@ -8,7 +8,8 @@
 
 Both sides decode 32 new tokens for the same random source sentences with identical weights
 (ours copied into `transformer.interop.torch_reference`). Ours is
-`transformer.decoding.greedy_decode` (incremental: each step feeds only the newest token and
+`transformer.decoding.greedy_decode` with the steps the translator picks (transformer.fast's
+decoder_steps: the decoder kernels) (incremental: each step feeds only the newest token and
 reuses the cached keys/values of earlier positions and of the encoder memory). PyTorch's
 nn.Transformer has no cache, so its users re-run the decoder on the whole prefix every step;
 that is the PyTorch column, run under `torch.inference_mode()`. Our no-cache mode is shown too.
@@ -71,7 +72,9 @@ CORES = {"ours": "ours (cache)", "torch": "torch (prefix)", "ct2": "ctranslate2"
 
 def ours_greedy(model, src: np.ndarray, new_tokens: int, use_cache: bool = True) -> np.ndarray:
     from transformer.decoding import greedy_decode
-    tokens, _ = greedy_decode(model, src, BOS, NEVER, max_len=new_tokens, use_cache=use_cache)
+    from transformer.fast.decoder_steps import decoder_steps
+    tokens, _ = greedy_decode(model, src, BOS, NEVER, max_len=new_tokens, use_cache=use_cache,
+                              steps=decoder_steps(model))
     return tokens
 
 

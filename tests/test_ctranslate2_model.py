@@ -16,6 +16,7 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 import tinygrad_lite as tl  # noqa: E402
 from transformer import Transformer  # noqa: E402
 from transformer.decoding import greedy_decode  # noqa: E402
+from transformer.fast.decoder_steps import decoder_steps  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # bench/ is not a package
 import ctranslate2_model as ct2m  # noqa: E402
@@ -50,7 +51,7 @@ def test_converted_model_gives_our_log_probs_and_greedy_tokens(tmp_path, variant
     tokens = ct2m.default_tokens(VOCAB)
     translator = ct2m.translator(ct2m.convert(model, tmp_path / "ct2"), threads=1)
 
-    ours, _ = greedy_decode(model, src, ct2m.BOS, -1, max_len=NEW_TOKENS)
+    ours, _ = greedy_decode(model, src, ct2m.BOS, -1, max_len=NEW_TOKENS, steps=decoder_steps(model))
     theirs = ct2m.greedy(translator, src, NEW_TOKENS, tokens)
     assert theirs.shape == ours.shape == (len(src), NEW_TOKENS)
 

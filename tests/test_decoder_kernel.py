@@ -11,8 +11,8 @@ import tinygrad_lite as tl
 from tinygrad_lite import fast, kernels
 from tinygrad_lite.kernels import panels
 from transformer import Transformer, decoding
-from transformer.decoding import beam_search_batch, greedy_decode
 from transformer.fast import decode_memory, decoder_kernel, decoder_weights, numpy_sgemm
+from transformer.fast.decoder_steps import decoder_steps
 
 BOS, PAD = 2, 0
 NEVER = -1  # an <eos> that never comes: every row runs max_len steps
@@ -47,6 +47,16 @@ def ragged_sources(batch: int, seed: int = 1) -> np.ndarray:
     return src
 
 
+def greedy_decode(model, src, *args, **kwargs):
+    """decoding.greedy_decode with the steps the translator picks (decoder_steps: the kernels if on)."""
+    return decoding.greedy_decode(model, src, *args, steps=decoder_steps(model), **kwargs)
+
+
+def beam_search_batch(model, src, *args, **kwargs):
+    """decoding.beam_search_batch with the steps the translator picks."""
+    return decoding.beam_search_batch(model, src, *args, steps=decoder_steps(model), **kwargs)
+
+
 def both(fn):
     """fn() with the kernel (its switch on), then on the plain path (switch off)."""
     return trick_switches.both(fn, "decoder_kernel")
@@ -67,7 +77,7 @@ def test_each_step_gives_the_plain_log_probs(variant, dtype):
     owner = np.arange(5)
     with tl.no_grad():
         fused = decoder_kernel.DecoderKernel(model, src, src != PAD, 5, 7)
-        plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
+        plain = decoding.CachedSteps(model, src, decoding.padding_mask(src, PAD))
         for t in range(1, 8):
             got, want = fused.step(prefix[:, :t], owner), plain.step(prefix[:, :t], owner)
             assert got.dtype == want.dtype == dtype and got.shape == want.shape == (5, 29)
@@ -170,6 +180,31 @@ def test_the_kernel_runs_when_on_and_the_plain_path_otherwise(monkeypatch):
     with fast.tricks_off("decoder_kernel"):
         greedy_decode(model_of("post-LN", np.float32), src, BOS, NEVER, 3)
     assert len(made) == 3
+
+
+def test_the_translator_decodes_with_the_kernels_it_picks_and_the_same_text_without(monkeypatch):
+    """transformer.decoding never picks the kernels; the translator does (decoder_steps), for greedy,
+    batched and beam translations and its attention maps, and translates the same text with the switch off."""
+    from transformer.data import Vocab, tokenize_en, tokenize_zh
+    from transformer.translator import Translator
+    tl.manual_seed(0)
+    src_vocab, tgt_vocab = Vocab.build([tokenize_zh("这是一个苹果")]), Vocab.build([tokenize_en("this is an apple")])
+    model = Transformer(len(src_vocab), len(tgt_vocab), d_model=16, h=2, N=1, d_ff=32, dropout=0.0).eval()
+    translator = Translator(model, src_vocab, tgt_vocab, max_train_len=4)
+    made = []
+    real = decoder_kernel.DecoderKernel
+    monkeypatch.setattr(decoder_kernel, "DecoderKernel", lambda *a: made.append(1) or real(*a))
+
+    def translate():
+        return (translator.translate("这是苹果"), translator.translate("这是苹果", beam=3),
+                translator.translate_batch(["这是苹果", "一个苹果"]), translator.translate_batch(["苹果"], beam=2),
+                translator.attention_maps("这是苹果")["cross-attention"][0].shape)
+    fused, plain = both(translate)
+    assert len(made) == 7  # greedy, beam + its greedy candidate, batch, batch beam + greedy, attention maps
+    assert fused == plain
+    with fast.tricks_on("decoder_kernel"):
+        decoding.greedy_decode(model, np.array([[4, 5]]), BOS, NEVER, 3)
+    assert len(made) == 7  # decoding's default steps: the plain path
 
 
 def test_a_model_without_final_norm_bias_still_decodes_on_the_plain_path():
@@ -301,9 +336,9 @@ with tl.no_grad():
     kernel = decoder_kernel.DecoderKernel(model, src, src != t.PAD, 20, 4)
 assert kernel.stack.numpy_sgemm is False and decoder_kernel._kernels().numpy_sgemm is False
 with tl.fast.tricks_on("decoder_kernel"):
-    fast_tokens = decoding.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
+    fast_tokens = t.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
 with tl.fast.tricks_off("decoder_kernel"):
-    plain_tokens = decoding.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
+    plain_tokens = t.greedy_decode(model, src, t.BOS, t.NEVER, 6)[0]
 np.testing.assert_array_equal(fast_tokens, plain_tokens)
 print("ok")
 """
@@ -437,7 +472,7 @@ def test_each_weight_layout_gives_each_steps_plain_log_probs(layout, rows, monke
     with tl.no_grad():
         fused = decoder_kernel.DecoderKernel(model, src, src != PAD, rows, 7)
         assert layout_of(fused) == layout
-        plain = decoding._CachedSteps(model, src, decoding.padding_mask(src, PAD))
+        plain = decoding.CachedSteps(model, src, decoding.padding_mask(src, PAD))
         for t in range(1, 8):
             assert_close(fused.step(prefix[:, :t], np.arange(rows)), plain.step(prefix[:, :t], np.arange(rows)),
                          np.float32)

@@ -264,6 +264,17 @@ def test_an_op_file_imports_nothing_from_kernels(path):
     assert not offenders
 
 
+MACHINERY_MODULES = ("tinygrad_lite.kernels", "tinygrad_lite.fast", "transformer.fast")
+
+
+def test_decoding_imports_nothing_from_the_kernels_nor_the_fast_paths():
+    """transformer/decoding.py is greedy, beam search and sampling with a key/value cache; the
+    translator picks the fused decoder (transformer/fast/decoder_steps.py) and passes it as `steps`."""
+    offenders = [f"{module} {names}" for module, names in imported_modules(ROOT / "transformer" / "decoding.py")
+                 if module.startswith(MACHINERY_MODULES) or {"kernels", "fast", "TRICKS"} & set(names)]
+    assert not offenders
+
+
 def test_softmax_forward_subtracts_the_row_max_and_exponentiates_in_ops_nn():
     """The formula a learner opens ops/nn.py to find: exp(x − max), in that file, not in a kernel."""
     tree = ast.parse((ROOT / "tinygrad_lite" / "ops" / "nn.py").read_text(encoding="utf-8"))

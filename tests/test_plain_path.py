@@ -8,6 +8,7 @@ import tinygrad_lite as tl
 from tinygrad_lite import fast, kernels
 from transformer import Transformer
 from transformer.decoding import greedy_decode
+from transformer.fast.decoder_steps import decoder_steps
 from transformer.train import teacher_forcing_loss
 
 BACKENDS = ["numpy", pytest.param("numba", marks=pytest.mark.skipif(
@@ -69,7 +70,7 @@ def test_a_small_training_step_matches_the_formula_path(plain_step, backend):
 
 
 def greedy(model, src):
-    tokens, scores = greedy_decode(model, src, bos_id=1, eos_id=2, max_len=20)
+    tokens, scores = greedy_decode(model, src, bos_id=1, eos_id=2, max_len=20, steps=decoder_steps(model))
     return tokens, scores
 
 

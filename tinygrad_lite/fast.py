@@ -195,8 +195,9 @@ def linear_relu_dropout(x, linear, dropout):
 # Why: greedy decoding 7.7x faster (decode small b1 off/on 7.74, quartiles 7.12-8.74, one run, wall clock): the
 # encoder, and each decoder step (all layers, cached K/V, generator), as one Numba call instead of ~100 and ~200
 # Tensor ops. It lives in the translator's machinery, transformer/fast/decoder_kernel.py (tinygrad_lite never
-# imports transformer); the branch is in transformer.decoding._fused_decoder; plain version: model.encode and
-# transformer.decoding._step, its oracle within float rounding (tests/test_decoder_kernel.py).
+# imports transformer); the branch is in transformer/fast/decoder_steps.py, which the translator asks for the
+# steps it passes transformer.decoding; plain version: decoding.CachedSteps (model.encode and model.decode with
+# the key/value cache), its oracle within float rounding (tests/test_decoder_kernel.py).
 
 # ---------------------------------------------------------------- decoder_layouts
 # Why: greedy decoding at 64 rows 14% faster (decode small b64 off/on 1.14, three runs 1.09-1.19, CPU clock,

@@ -4,6 +4,9 @@ All three run the decoder incrementally with a key/value cache: each step feeds 
 the newest token, and reuses earlier positions' keys/values and the encoder memory's
 projected K/V. `use_cache=False` re-runs the decoder on the whole prefix instead
 (what torch.nn.Transformer users do); both give the same tokens.
+
+How a step runs is a strategy, `steps`: CachedSteps here, the Tensor decoder step by step. The
+translator passes the fused one it picks (transformer/fast/), the same steps as Numba kernels.
 """
 from __future__ import annotations
 
@@ -11,10 +14,8 @@ import contextlib
 
 import numpy as np
 
-from tinygrad_lite import Tensor, is_grad_enabled, kernels, no_grad
-from tinygrad_lite.fast import TRICKS
+from tinygrad_lite import Tensor, is_grad_enabled, no_grad
 
-from .fast import decoder_kernel
 from .masks import padding_mask
 
 
@@ -69,24 +70,49 @@ def _step(model, memory, src_mask, prefix: np.ndarray, cache, use_cache: bool) -
         logits = model.decode(memory, src_mask, prefix[:, -1:], cache=cache, start=t)
     else:
         logits = model.decode(memory, src_mask, prefix)
-    return kernels.log_softmax_forward(logits.data[:, -1])
+    return logits[:, -1].log_softmax(-1).data
 
 
-def _fused_decoder(model, src: np.ndarray, src_mask: np.ndarray, rows: int, max_len: int):
-    """The decoder_kernel trick: the encoder in one Numba call and each decoder step in one
-    (transformer.fast.decoder_kernel), or None where the plain path (model.encode, then `_step`: their
-    test oracle) runs: trick off, the NumPy backend, or a model the kernels do not implement."""
-    if TRICKS.decoder_kernel and decoder_kernel.supports(model):
-        model._check_tokens("src", src, model.config.src_vocab)
-        return decoder_kernel.DecoderKernel(model, src, src_mask[:, 0, 0, :], rows, max_len)
-    return None
+class CachedSteps:
+    """The plain decoding steps: the encoder once, then model.decode on each row's newest token with
+    the Tensor key/value cache (rows, max_len: the decode's size; the cache grows, so unused here).
+    `steps=` of greedy_decode and beam_search takes another with the same methods."""
+
+    calls_modules = True  # it runs the model's modules, so decoding turns their dropout off first
+
+    def __init__(self, model, src: np.ndarray, src_mask: np.ndarray, rows: int | None = None,
+                 max_len: int | None = None):
+        memory = model.encode(src, src_mask)
+        self.model, self.memory, self.src_mask, self.cache = model, memory, src_mask, _new_cache(model)
+        self.step_memory, self.step_mask = memory, src_mask
+
+    def step(self, prefix: np.ndarray, owner: np.ndarray | None = None) -> np.ndarray:
+        """Log-probs (rows, V) of the next token after prefix (rows, t); row r extends sentence owner[r]."""
+        return _step(self.model, self.step_memory, self.step_mask, prefix, self.cache, True)
+
+    def reorder(self, rows: np.ndarray, length: int, owner: np.ndarray):
+        """Keep the cached keys/values of `rows` (beam search's survivors, in their new order)."""
+        for layer in self.cache:
+            for part in ("self", "cross"):
+                kv = layer.get(part, {})
+                for key in ("k", "v"):
+                    if key in kv:
+                        kv[key] = kv[key][rows]
+        self.step_memory, self.step_mask = self.memory[owner], self.src_mask[owner]
+
+    def greedy(self, bos_id: int, eos_id: int, pad_id: int, max_len: int):
+        """(tokens (B, ≤max_len) without <bos>, total log-prob (B,)): the argmax at every step."""
+        return _decode_loop(self.step, self.src_mask.shape[0], bos_id, eos_id, pad_id, max_len,
+                            lambda logp: logp.argmax(-1))
 
 
 @contextlib.contextmanager
-def _eval_mode(model):
-    """Decode with dropout off, then give the model back in the mode it had."""
-    was_training = model.training
-    model.eval()
+def _eval_mode(model, needed: bool = True):
+    """Decode with dropout off, then give the model back in the mode it had (not needed: steps
+    that call no module, which skip the walk over every module)."""
+    was_training = model.training and needed
+    if needed:
+        model.eval()
     try:
         yield
     finally:
@@ -94,21 +120,18 @@ def _eval_mode(model):
             model.train()
 
 
-def _decode_loop(model, src, src_mask, bos_id: int, eos_id: int, max_len: int, choose, use_cache: bool = True):
-    """Run the decoder one token at a time on src (B, S) ids; choose(log_probs (B, V)) -> next
-    ids (B,). Returns (tokens (B, ≤max_len) without <bos>, their total log-prob (B,)); rows that
-    produced <eos> are padded with pad_id afterwards."""
-    memory = model.encode(src, src_mask)
-    B = src.shape[0]
+def _decode_loop(step, B: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, choose):
+    """Decode B sentences one token at a time: step(prefix (B, t)) -> log-probs (B, V), then
+    choose(log_probs) -> next ids (B,). Returns (tokens (B, ≤max_len) without <bos>, their total
+    log-prob (B,)); rows that produced <eos> are padded with pad_id afterwards."""
     prefix = np.full((B, 1), bos_id, dtype=np.int64)
-    cache = _new_cache(model) if use_cache else None
     done = np.zeros(B, dtype=bool)
     score = np.zeros(B)
     for _ in range(max_len):
-        logp = _step(model, memory, src_mask, prefix, cache, use_cache)
+        logp = step(prefix)
         nxt = choose(logp)
         score += np.where(done, 0.0, logp[np.arange(B), nxt])
-        nxt = np.where(done, model.config.pad_id, nxt)
+        nxt = np.where(done, pad_id, nxt)
         prefix = np.concatenate([prefix, nxt[:, None]], axis=1)
         done |= nxt == eos_id
         if done.all():
@@ -117,15 +140,19 @@ def _decode_loop(model, src, src_mask, bos_id: int, eos_id: int, max_len: int, c
 
 
 @no_grad()
-def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_cache: bool = True):
+def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_cache: bool = True,
+                  steps=CachedSteps):
     """src: (B, S) or (S,) ids -> (tokens (B, ≤max_len) without <bos>, total log-prob (B,)).
-    Rows that produced <eos> are padded with pad_id afterwards."""
+    Rows that produced <eos> are padded with pad_id afterwards. `steps`: see CachedSteps;
+    use_cache=False re-runs model.decode on the whole prefix every step instead."""
     src, src_mask = _source(model, src)
-    fused = _fused_decoder(model, src, src_mask, src.shape[0], max_len) if use_cache else None
-    if fused is not None:  # the kernels have no dropout: no eval() walk over every module needed
-        return fused.greedy(bos_id, eos_id, model.config.pad_id, max_len)
-    with _eval_mode(model):
-        return _decode_loop(model, src, src_mask, bos_id, eos_id, max_len, lambda logp: logp.argmax(-1), use_cache)
+    pad_id = model.config.pad_id
+    with _eval_mode(model, steps.calls_modules or not use_cache):
+        if use_cache:
+            return steps(model, src, src_mask, src.shape[0], max_len).greedy(bos_id, eos_id, pad_id, max_len)
+        memory = model.encode(src, src_mask)
+        return _decode_loop(lambda prefix: _step(model, memory, src_mask, prefix, None, False), src.shape[0],
+                            bos_id, eos_id, pad_id, max_len, lambda logp: logp.argmax(-1))
 
 
 @no_grad()
@@ -143,31 +170,10 @@ def sample_decode(model, src, bos_id: int, eos_id: int, temperature: float = 1.0
         p /= p.sum(-1, keepdims=True)
         return np.array([rng.choice(len(row), p=row) for row in p])
 
+    src, src_mask = _source(model, src)
     with _eval_mode(model):
-        return _decode_loop(model, *_source(model, src), bos_id, eos_id, max_len, sample)[0]
-
-
-class _CachedSteps:
-    """The plain step for beam search: model.decode on each row's newest token with the Tensor
-    key/value cache; the rows' memory and mask follow the rows (`_fused_decoder` is its twin)."""
-
-    def __init__(self, model, src: np.ndarray, src_mask: np.ndarray):
-        memory = model.encode(src, src_mask)
-        self.model, self.memory, self.src_mask, self.cache = model, memory, src_mask, _new_cache(model)
-        self.step_memory, self.step_mask = memory, src_mask
-
-    def step(self, prefix: np.ndarray, owner: np.ndarray) -> np.ndarray:
-        return _step(self.model, self.step_memory, self.step_mask, prefix, self.cache, True)
-
-    def reorder(self, rows: np.ndarray, length: int, owner: np.ndarray):
-        """Keep the cached keys/values of `rows` (beam search's survivors, in their new order)."""
-        for layer in self.cache:
-            for part in ("self", "cross"):
-                kv = layer.get(part, {})
-                for key in ("k", "v"):
-                    if key in kv:
-                        kv[key] = kv[key][rows]
-        self.step_memory, self.step_mask = self.memory[owner], self.src_mask[owner]
+        steps = CachedSteps(model, src, src_mask)
+        return _decode_loop(steps.step, src.shape[0], bos_id, eos_id, model.config.pad_id, max_len, sample)[0]
 
 
 class BeamTrace:
@@ -267,7 +273,7 @@ def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int,
 
 @no_grad()
 def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
-                      length_penalty: float = 1.0, traces: list | None = None) -> list:
+                      length_penalty: float = 1.0, traces: list | None = None, steps=CachedSteps) -> list:
     """Beam search for a batch of sentences (src: (B, S) padded, or (S,)), all beams decoded as
     the rows of one batch. Finished hypotheses are ranked by log-prob / length**length_penalty
     (length normalisation, as GNMT/fairseq; the paper uses beam 4 and penalty 0.6); <eos> as the
@@ -275,6 +281,7 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
     translation is always a candidate, so beam search never returns a hypothesis that scores
     below greedy's (a narrow beam can otherwise prune greedy's path).
     `traces`: a BeamTrace per sentence to record the search in (see BeamTrace), or None.
+    `steps`: how each step runs (see CachedSteps).
     Returns, per sentence, (tokens, log-prob, normalised score) of its best hypothesis."""
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
@@ -287,9 +294,9 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
         owner = np.arange(B)                                   # the sentence each alive row extends
         prefix = np.full((B, 1), bos_id, dtype=np.int64)       # (rows, t): all alive rows
         scores = np.zeros(B)
-        steps = _fused_decoder(model, src, src_mask, B * beam_size, max_len) or _CachedSteps(model, src, src_mask)
+        decoder = steps(model, src, src_mask, B * beam_size, max_len)
         for step in range(max_len):
-            logp = steps.step(prefix, owner)                   # (rows, V)
+            logp = decoder.step(prefix, owner)                 # (rows, V)
             total = scores[:, None] + logp
             rows, tokens, new_scores = [], [], []
             for i in np.unique(owner):
@@ -302,12 +309,12 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
                 break
             rows = np.array(rows)
             owner, scores = owner[rows], np.array(new_scores)
-            steps.reorder(rows, step + 1, owner)
+            decoder.reorder(rows, step + 1, owner)
             prefix = np.concatenate([prefix[rows], np.array(tokens)[:, None]], axis=1)
         else:
             for row, i in enumerate(owner):
                 hyps[i].add(scores[row], prefix[row, 1:])
-        greedy, greedy_score = greedy_decode(model, src, bos_id, eos_id, max_len)
+        greedy, greedy_score = greedy_decode(model, src, bos_id, eos_id, max_len, steps=steps)
         results = []
         for i, hyp in enumerate(hyps):
             row = [int(t) for t in greedy[i]]
@@ -320,7 +327,7 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
 
 
 def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
-                length_penalty: float = 1.0, trace: BeamTrace | None = None):
+                length_penalty: float = 1.0, trace: BeamTrace | None = None, steps=CachedSteps):
     """Beam search for one sentence (src: (S,) or (1, S)); see `beam_search_batch`. A `trace`
     (BeamTrace) records the search as a tree. Returns (tokens, log-prob, normalised score) of the
     best hypothesis."""
@@ -328,4 +335,4 @@ def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_le
     if src.ndim == 2 and src.shape[0] != 1:
         raise ValueError(f"beam_search: decodes one sentence at a time, got a batch of {src.shape[0]}")
     return beam_search_batch(model, src, bos_id, eos_id, beam_size, max_len, length_penalty,
-                             None if trace is None else [trace])[0]
+                             None if trace is None else [trace], steps)[0]

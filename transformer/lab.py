@@ -22,6 +22,7 @@ from tinygrad_lite import fast, no_grad
 
 from .data import tokenize_zh
 from .decoding import BeamTrace, beam_search
+from .fast.decoder_steps import decoder_steps
 from .translator import for_display
 
 KINDS = ("encoder self-attention", "decoder self-attention", "cross-attention")
@@ -100,7 +101,8 @@ def translate_with_mask(translator, text: str, masked_positions=(), beam: int = 
     v, trace = translator.tgt_vocab, BeamTrace()
     with _ONE_AT_A_TIME, fast.plain():
         out, logp, _ = beam_search(translator.model, src, v.bos_id, v.eos_id, beam,
-                                   translator._max_len(len(src)), length_penalty, trace=trace)
+                                   translator._max_len(len(src)), length_penalty, trace=trace,
+                                   steps=decoder_steps(translator.model))
         target = [int(t) for t in out]
         weights = attention_weights(translator, src, target)
     target_tokens = v.decode(target, strip_special=False)

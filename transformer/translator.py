@@ -19,6 +19,7 @@ from tinygrad_lite.threads import use_num_threads
 
 from .data import Vocab, contains_cjk, detokenize_en, tokenize_en, tokenize_zh
 from .decoding import beam_search, beam_search_batch, greedy_decode, sample_decode
+from .fast.decoder_steps import decoder_steps
 from .model import Transformer, TransformerConfig
 
 FORMAT = "tinygrad_lite.translator/1"
@@ -161,9 +162,10 @@ class Translator:
             out = sample_decode(self.model, src, v.bos_id, v.eos_id, temperature, self._max_len(len(src)), seed)[0]
         elif beam > 1:
             out, _, _ = beam_search(self.model, src, v.bos_id, v.eos_id, beam, self._max_len(len(src)),
-                                    length_penalty)
+                                    length_penalty, steps=decoder_steps(self.model))
         else:
-            out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)))[0][0]
+            out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)),
+                                steps=decoder_steps(self.model))[0][0]
         return self.target_text(out)
 
     def translate_text(self, text: str, **options) -> str:
@@ -194,9 +196,11 @@ class Translator:
                 src[row, :len(ids[i])] = ids[i]
             if beam > 1:
                 out = [tokens for tokens, _, _ in beam_search_batch(self.model, src, v.bos_id, v.eos_id, beam,
-                                                                    self._max_len(width), length_penalty)]
+                                                                    self._max_len(width), length_penalty,
+                                                                    steps=decoder_steps(self.model))]
             else:
-                out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(width))[0]
+                out = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(width),
+                                    steps=decoder_steps(self.model))[0]
             for row, i in enumerate(chunk):
                 results[i] = self.target_text(out[row])
         return results
@@ -207,7 +211,8 @@ class Translator:
         query tokens, key tokens), for encoder self-, decoder self- and cross-attention."""
         src = self.source_ids(sentence)
         v = self.tgt_vocab
-        out, _ = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)))
+        out, _ = greedy_decode(self.model, src, v.bos_id, v.eos_id, self._max_len(len(src)),
+                               steps=decoder_steps(self.model))
         out = [int(t) for t in out[0]]
         if v.eos_id in out:
             out = out[:out.index(v.eos_id) + 1]

@@ -24,7 +24,7 @@ The parameters are stacked by kind once per decode, in the layout the row count 
 (decoder_weights.py); stacks and caches are cut from memory kept between decodes (decode_memory.py).
 
 `supports(model)` (decoder_weights.py) says whether the model has only what these kernels
-implement; otherwise transformer.decoding runs the plain path, which is also their test oracle
+implement; otherwise decoder_steps.py gives transformer.decoding the plain path, also their test oracle
 (tests/test_decoder_kernel.py).
 """
 from __future__ import annotations
@@ -303,7 +303,7 @@ def _kernels(numba):
 
 
 # ---------------------------------------------------------------------------------------------
-# What transformer.decoding calls
+# What transformer.decoding calls (decoder_steps.kernel_steps builds it)
 # ---------------------------------------------------------------------------------------------
 
 class DecoderKernel:
