@@ -26,6 +26,7 @@ class _ThreadState(threading.local):
     scope = ()
     anomaly = _ENV_ANOMALY
     retain_all_grads = False
+    capture = None  # the step compiler's recorder while it captures a step (tinygrad_lite.compiler)
 
 
 _state = _ThreadState()
@@ -88,6 +89,40 @@ def module_scope(module):
     """Context manager: `module` joins the scope stack while its forward runs (Module.__call__
     enters it)."""
     return _ModuleScope(module)
+
+
+# ---------------------------------------------------------------- capture (the step compiler)
+@contextlib.contextmanager
+def capturing(capture):
+    """Inside the block, ops (Tensor._apply), backward() and @recorded calls hand themselves to
+    `capture`, the step compiler's recorder (tinygrad_lite.compiler), on this thread."""
+    _state.capture = capture
+    try:
+        yield capture
+    finally:
+        _state.capture = None
+
+
+def is_capturing() -> bool:
+    return _state.capture is not None
+
+
+def retains_all_grads() -> bool:
+    return _get("retain_all_grads", False)
+
+
+# ---------------------------------------------------------------- recorded calls
+def recorded(method):
+    """Decorator for a call whose effects lie outside the graph (an optimizer's step, zero_grad,
+    gradient clipping): the step compiler records it whole and makes it again at each replay, with
+    the arguments and state of that moment (the learning rate, the step count)."""
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        capture = _state.capture
+        if capture is None:
+            return method(*args, **kwargs)
+        return capture.call(method, args, kwargs)
+    return call
 
 
 # ---------------------------------------------------------------- anomaly mode
@@ -217,6 +252,8 @@ class _Flag(contextlib.ContextDecorator):
 def run_backward(root, grad: np.ndarray, retain_graph: bool):
     """Backpropagate `grad` from `root`. Leaves accumulate into `.grad` (as PyTorch);
     the graph's saved buffers are freed afterwards unless retain_graph=True."""
+    if _state.capture is not None:
+        return _state.capture.backward(root, grad)
     order = toposort(root)
     keep_all = _get("retain_all_grads", False)
     anomaly = is_anomaly_enabled()
@@ -253,11 +290,17 @@ def run_backward(root, grad: np.ndarray, retain_graph: bool):
                         summed.add(key)
             if not retain_graph:
                 node._backward = None
-        elif node.grad is None:
-            # the leaf's gradient is its own array, which an optimizer may change in place: a sum made
-            # here already is, anything else is copied
-            fits = own and g.dtype == node.data.dtype and g.flags.c_contiguous
-            node.grad = g if fits else g.astype(node.data.dtype, order="C")
         else:
-            node.grad = node.grad + g.astype(node.data.dtype, copy=False)
+            into_leaf(node, g, own)
+
+
+def into_leaf(leaf, g: np.ndarray, own: bool) -> None:
+    """Add gradient `g` into a leaf's `.grad`. The leaf's gradient is its own array, which an
+    optimizer may change in place: a sum made by the backward pass (`own`) already is, anything
+    else is copied."""
+    if leaf.grad is None:
+        fits = own and g.dtype == leaf.data.dtype and g.flags.c_contiguous
+        leaf.grad = g if fits else g.astype(leaf.data.dtype, order="C")
+    else:
+        leaf.grad = leaf.grad + g.astype(leaf.data.dtype, copy=False)
 

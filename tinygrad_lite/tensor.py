@@ -113,8 +113,30 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
 
     # ------------------------------------------------------------ graph recording
 
+    def _apply(self, fn, op: str, parents: tuple, *args) -> "Tensor":
+        """Run op `op`: `out, backward = fn(*arrays, *args)`, the parents' arrays first, then what else
+        the op needs (dims, scales, index arrays); `backward` maps out's gradient to one per parent.
+        An op that is a function of arrays alone can be recorded and run again on new arrays: the
+        step compiler (tinygrad_lite.compiler) replays a training step from such records."""
+        capture = _GRAD_STATE.capture
+        if capture is not None:
+            return capture.apply(fn, op, parents, args)
+        if len(parents) == 1:
+            data, backward = fn(parents[0].data, *args)
+        else:
+            data, backward = fn(*[p.data for p in parents], *args)
+        return self._node(data, op, parents, backward)
+
     def _make(self, data: np.ndarray, op: str, parents: tuple, backward) -> "Tensor":
-        """Wrap an op's output; record op, inputs and backward when any input needs grad."""
+        """Wrap an op's output, computed outside `_apply`; record op, inputs and backward when any
+        input needs grad. The step compiler cannot replay such an op, so it refuses it."""
+        if _GRAD_STATE.capture is not None:
+            _GRAD_STATE.capture.refuse_op(op)
+        return self._node(data, op, parents, backward)
+
+    @staticmethod
+    def _node(data: np.ndarray, op: str, parents: tuple, backward) -> "Tensor":
+        """A Tensor holding an op's output; it records op, inputs and backward when any input needs grad."""
         state = _GRAD_STATE
         out = Tensor.__new__(Tensor)
         out.data, out.grad, out.name = data, None, None
@@ -144,7 +166,7 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
             if self.data.size != 1:
                 raise ValueError(f"backward: grad can be implicitly created only for a tensor with one "
                                  f"element, got shape {self.shape}; pass grad= of that shape")
-            grad = np.ones_like(self.data)
+            grad = np.ones(self.shape, self.dtype)
         else:
             grad = as_array(grad, self.dtype)
             if grad.shape != self.shape:

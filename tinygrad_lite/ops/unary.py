@@ -15,85 +15,128 @@ CUBIC = 0.044715  # the tanh approximation's x³ coefficient
 
 
 class UnaryOps:
-    """The elementwise math methods of Tensor (a mixin: Tensor inherits them)."""
+    """The elementwise math methods of Tensor (a mixin: Tensor inherits them). Each runs its op
+    below, a function of arrays that returns the output and its backward."""
 
     __slots__ = ()
 
     def exp(self):
         """Returns e ** x elementwise, like torch.exp."""
-        out = np.exp(self.data)
-        return self._make(out, "exp", (self,), lambda g: (g * out,))
+        return self._apply(exp_op, "exp", (self,))
 
     def log(self):
         """Returns the natural logarithm elementwise, like torch.log."""
-        x = self.data
-        return self._make(np.log(x), "log", (self,), lambda g: (g / x,))
+        return self._apply(log_op, "log", (self,))
 
     def sqrt(self):
         """Returns the square root elementwise, like torch.sqrt."""
-        out = np.sqrt(self.data)
-        return self._make(out, "sqrt", (self,), lambda g: (g / (2 * out),))
+        return self._apply(sqrt_op, "sqrt", (self,))
 
     def sin(self):
         """Returns the sine elementwise (radians), like torch.sin."""
-        x = self.data
-        return self._make(np.sin(x), "sin", (self,), lambda g: (g * np.cos(x),))
+        return self._apply(sin_op, "sin", (self,))
 
     def cos(self):
         """Returns the cosine elementwise (radians), like torch.cos."""
-        x = self.data
-        return self._make(np.cos(x), "cos", (self,), lambda g: (-g * np.sin(x),))
+        return self._apply(cos_op, "cos", (self,))
 
     def abs(self):
         """Returns |x| elementwise (gradient 0 at 0), like torch.abs."""
-        x = self.data
-        return self._make(np.abs(x), "abs", (self,), lambda g: (g * np.sign(x),))
+        return self._apply(abs_op, "abs", (self,))
 
     def tanh(self):
         """Returns the hyperbolic tangent elementwise, like torch.tanh."""
-        out = np.tanh(self.data)
-        return self._make(out, "tanh", (self,), lambda g: (g * (1 - out * out),))
+        return self._apply(tanh_op, "tanh", (self,))
 
     def sigmoid(self):
         """Returns 1 / (1 + e ** -x) elementwise, stable for large |x|, like torch.sigmoid."""
-        x = self.data
-        out = np.exp(-np.logaddexp(0, -x)).astype(x.dtype)  # stable for large |x|
-        return self._make(out, "sigmoid", (self,), lambda g: (g * out * (1 - out),))
+        return self._apply(sigmoid_op, "sigmoid", (self,))
 
     def relu(self):
         """Returns max(x, 0) elementwise (gradient 0 at 0), like torch.relu."""
-        x = self.data
-        return self._make(np.maximum(x, 0), "relu", (self,), lambda g: (g * (x > 0),))
+        return self._apply(relu_op, "relu", (self,))
 
     def gelu(self, approximate: str = "none"):
         """GELU as in PyTorch: exact x·Φ(x) by default (Φ the standard normal CDF), or GPT-2's tanh
         approximation (gelu_forward below). Training computes value and slope in one call."""
         if approximate not in ("none", "tanh"):
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-        if not (self.requires_grad and is_grad_enabled()):
-            return self._make(gelu_forward(self.data, approximate), "gelu", (self,), None)
-        out, slope = gelu_and_slope(self.data, approximate)
-        return self._make(out, "gelu", (self,), lambda g: (g * slope,))
+        return self._apply(gelu_op, "gelu", (self,), approximate, self.requires_grad and is_grad_enabled())
 
     def clamp(self, min=None, max=None):
         """Returns x limited to [min, max] (either may be None); the gradient is 0 outside, like
         torch.clamp. `clip` is the same."""
-        x = self.data
-        out = np.clip(x, min, max)
-        inside = np.ones(x.shape, dtype=bool)
-        if min is not None:
-            inside &= x >= min
-        if max is not None:
-            inside &= x <= max
-        return self._make(out, "clamp", (self,), lambda g: (g * inside,))
+        return self._apply(clamp_op, "clamp", (self,), min, max)
 
     clip = clamp
 
     def neg(self):
         """Returns -self, like torch.neg."""
-        return self._make(-self.data, "neg", (self,), lambda g: (-g,))
+        return self._apply(neg_op, "neg", (self,))
 
     __neg__ = neg
+
+
+# ---------------------------------------------------------------- the ops: output, and its backward
+
+def exp_op(x):
+    out = np.exp(x)
+    return out, lambda g: (g * out,)                      # d eˣ/dx = eˣ
+
+
+def log_op(x):
+    return np.log(x), lambda g: (g / x,)                  # d ln x/dx = 1/x
+
+
+def sqrt_op(x):
+    out = np.sqrt(x)
+    return out, lambda g: (g / (2 * out),)                # d √x/dx = 1/(2√x)
+
+
+def sin_op(x):
+    return np.sin(x), lambda g: (g * np.cos(x),)
+
+
+def cos_op(x):
+    return np.cos(x), lambda g: (-g * np.sin(x),)
+
+
+def abs_op(x):
+    return np.abs(x), lambda g: (g * np.sign(x),)
+
+
+def tanh_op(x):
+    out = np.tanh(x)
+    return out, lambda g: (g * (1 - out * out),)          # d tanh x/dx = 1 − tanh² x
+
+
+def sigmoid_op(x):
+    out = np.exp(-np.logaddexp(0, -x)).astype(x.dtype)    # 1/(1 + e⁻ˣ), stable for large |x|
+    return out, lambda g: (g * out * (1 - out),)          # dσ/dx = σ(1 − σ)
+
+
+def relu_op(x):
+    return np.maximum(x, 0), lambda g: (g * (x > 0),)
+
+
+def gelu_op(x, approximate, with_slope):
+    if not with_slope:
+        return gelu_forward(x, approximate), None
+    out, slope = gelu_and_slope(x, approximate)
+    return out, lambda g: (g * slope,)
+
+
+def clamp_op(x, low, high):
+    inside = np.ones(x.shape, dtype=bool)                 # the gradient passes only inside [low, high]
+    if low is not None:
+        inside &= x >= low
+    if high is not None:
+        inside &= x <= high
+    return np.clip(x, low, high), lambda g: (g * inside,)
+
+
+def neg_op(x):
+    return -x, lambda g: (-g,)
 
 
 # ---------------------------------------------------------------- GELU's formulas (Hendrycks & Gimpel, 2016)

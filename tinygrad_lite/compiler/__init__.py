@@ -1,0 +1,15 @@
+"""The step compiler: `step = compile(fn)` captures a training step once and replays it.
+
+The machinery's home, off the reading path: the paper's boxes and the ops stay the plain formulas, and
+this reads the program they make. capture.py runs a step once, dry, and writes down each op (a
+function of arrays, Tensor._apply), each backward call and gradient sum, and each recorded call (an
+optimizer's step, zero_grad, clipping); plan.py turns that into one straight-line function and
+replays it, with no Tensor, graph or check made per op; step.py keys plans by signature and
+captures anew when an assumption breaks. traced.py refuses a step that reads values into Python
+while it is captured, which a plan would replay wrong.
+"""
+from .plan import Plan
+from .step import CompiledStep, compile
+from .traced import CompileError
+
+__all__ = ["compile", "CompiledStep", "CompileError", "Plan"]

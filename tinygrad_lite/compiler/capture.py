@@ -1,0 +1,242 @@
+"""Capture: run a training step once, dry, and write down what it does, as a program of ops on arrays.
+
+While a step is captured, `Tensor._apply` hands each op here (autograd's per-thread `capture`): the op
+runs, and the capture notes the function, where its input arrays come from and where its output goes.
+`backward()` walks the graph as autograd does and notes each backward call and each gradient sum, in the
+same order, so a replay adds the same numbers in the same order as the eager step and agrees with it to
+the last bit. Calls marked `@recorded` (an optimizer's step, zero_grad, clipping) are noted, not made:
+the capture changes nothing, and the step's first results come from the plan, as all later ones do.
+
+Names in the program: `v<n>` arrays (inputs, leaves' arrays, op outputs, gradients), `b<n>` an op's
+backward, `c<n>` the constants (functions, static arguments, leaf tensors, the gradient seed).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import current_scope, retains_all_grads, toposort
+from .traced import CompileError, Traced, plain, step_site, traced
+
+
+class Pending:
+    """The result of a recorded call during capture: known only when the plan runs."""
+
+    __slots__ = ("var", "what")
+
+    def __init__(self, var: str, what: str):
+        self.var, self.what = var, what
+
+    def __repr__(self):
+        return f"<result of {self.what}, known when the compiled step runs>"
+
+
+def _refuse_pending(name):
+    def method(self, *args):
+        raise CompileError(f"compile: the step uses the result of {self.what} ({name}) at {step_site()} while it "
+                           "is captured; return it from the step instead, where the compiled step fills it in")
+    return method
+
+
+for _name in ("__float__", "__int__", "__bool__", "__index__", "__add__", "__radd__", "__sub__", "__rsub__",
+              "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__lt__", "__le__", "__gt__", "__ge__",
+              "__format__", "__round__"):
+    setattr(Pending, _name, _refuse_pending(_name))
+
+
+class Capture:
+    """The program of one step, written while the step runs once (see the module docstring)."""
+
+    def __init__(self):
+        self.lines: list[str] = []      # the program, one statement a line
+        self.constants: dict = {}       # c<n> -> value
+        self.vars: dict = {}            # id(Tensor) -> v<n> of its array
+        self.arrays: dict = {}          # id(Traced array) -> v<n>
+        self.backs: dict = {}           # id(Tensor) -> b<n> of its op's backward
+        self.inputs: list = []          # (v<n>, argument index, is a Tensor) of each array input of the step
+        self.input_tensors: dict = {}   # id(Tensor argument) -> its index among the step's arguments
+        self.leaves: list = []          # (Tensor, v<n>): parameters, buffers and constant tensors, read at replay
+        self.modules: dict = {}         # id -> Module seen running (its train/eval mode is assumed)
+        self.grads_before: dict = {}    # id(leaf) -> (leaf, .grad before the capture), put back after it
+        self.keep: list = []            # what the ids above refer to, kept alive
+        self.count = 0
+        self._scope = None
+
+    # ------------------------------------------------------------ names
+
+    def new(self, prefix: str = "v") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def const(self, value) -> str:
+        name = self.new("c")
+        self.constants[name] = value
+        return name
+
+    def input(self, index: int, value):
+        """Step argument `index`, an array or a Tensor: a Traced view of its array, bound to a new v<n>
+        (a Tensor argument holds the view while the capture runs)."""
+        var = self.new()
+        self.inputs.append((var, index, hasattr(value, "_apply")))
+        array = value.data if hasattr(value, "_apply") else value
+        view = traced(array)
+        self.arrays[id(view)] = var
+        self.keep.append(view)
+        if hasattr(value, "_apply"):
+            self.vars[id(value)], self.input_tensors[id(value)] = var, index
+            self.keep.append(value)
+        return view
+
+    def var_of(self, tensor) -> str:
+        var = self.vars.get(id(tensor))
+        if var is None:  # a leaf: a parameter, a buffer or a constant tensor, read from the tensor at replay
+            if type(tensor.data) is Traced:
+                raise CompileError(f"compile: a tensor made outside an op from a step's values reaches an op at "
+                                   f"{step_site()}; its values would be frozen into the plan")
+            var = self.vars[id(tensor)] = self.new()
+            self.leaves.append((tensor, var))
+            self.keep.append(tensor)
+        return var
+
+    def argument(self, value, op: str):
+        """An op's non-tensor argument as (expression, the value the op gets now)."""
+        if type(value) is Traced:
+            var = self.arrays.get(id(value))
+            if var is None:
+                raise CompileError(f"compile: op '{op}' at {step_site()} got an array derived outside an op from a "
+                                   "step's values; derive it with Tensor ops so the plan can replay it")
+            return var, plain(value)
+        if isinstance(value, (tuple, list)) and any(type(v) is Traced or isinstance(v, (tuple, list)) for v in value):
+            parts = [self.argument(v, op) for v in value]
+            expression = ", ".join(e for e, _ in parts) + ("," if len(parts) == 1 else "")
+            values = tuple(v for _, v in parts)
+            return (f"({expression})", values) if isinstance(value, tuple) else (f"[{expression}]", list(values))
+        if hasattr(value, "_apply") and hasattr(value, "data"):
+            raise CompileError(f"compile: op '{op}' got a Tensor among its non-tensor arguments")
+        return self.const(value), value
+
+    # ------------------------------------------------------------ what the step does
+
+    def apply(self, fn, op: str, parents: tuple, args: tuple):
+        """Tensor._apply while capturing: run the op, note it, return its Tensor (holding a Traced view)."""
+        from ..tensor import Tensor
+        inputs = [self.var_of(p) for p in parents]
+        arguments = [self.argument(a, op) for a in args]
+        data, backward = fn(*[plain(p.data) for p in parents], *[v for _, v in arguments])
+        out = Tensor._node(traced(data), op, parents, backward)
+        var, back = self.new(), self.new("b")
+        call = ", ".join(inputs + [e for e, _ in arguments])
+        self.lines.append(f"{var}, {back} = {self.const(fn)}({call})")
+        self.vars[id(out)], self.arrays[id(out.data)], self.backs[id(out)] = var, var, back
+        self.keep.append(out)
+        scope = current_scope()
+        if scope is not self._scope:
+            self._scope = scope
+            for module in scope:
+                self.modules[id(module)] = module
+        return out
+
+    def refuse_op(self, op: str):
+        raise CompileError(f"compile: op '{op}' at {step_site()} computes its output outside Tensor._apply, so a "
+                           "plan cannot replay it; run this step eagerly")
+
+    def call(self, method, args: tuple, kwargs: dict):
+        """A @recorded call (an optimizer's step, zero_grad, clipping): noted, made at each replay."""
+        for value in (*args, *kwargs.values()):
+            if type(value) is Traced:
+                raise CompileError(f"compile: {method.__qualname__} at {step_site()} got a tensor's values; "
+                                   "pass the tensors themselves")
+        var = self.new()
+        self.lines.append(f"{var} = {self.const(method)}(*{self.const(args)}, **{self.const(kwargs)})")
+        return Pending(var, method.__qualname__)
+
+    def backward(self, root, grad):
+        """autograd.run_backward while capturing: the same walk, the same sums in the same order, noted."""
+        if retains_all_grads():
+            raise CompileError("compile: retain_grads() keeps intermediate gradients, which a plan does not hold")
+        seed = self.new()
+        self.lines.append(f"{seed} = {self.const(np.array(plain(grad)))}.copy()")
+        grads, names = {id(root): plain(grad)}, {id(root): seed}
+        summed = set()
+        for node in reversed(toposort(root)):
+            key = id(node)
+            g = grads.pop(key, None)
+            if g is None:
+                continue
+            gvar, own = names.pop(key), key in summed
+            summed.discard(key)
+            if not node._prev:
+                index = self.input_tensors.get(key)
+                leaf = self.const(node) if index is None else f"ARGS[{index}]"
+                self.lines.append(f"{self.const(_into_leaf)}({leaf}, {gvar}, {own})")
+                self._show_grad(node, g)
+                continue
+            if node._retains_grad:
+                raise CompileError(f"compile: retain_grad() on the output of op '{node._op}': a plan keeps no "
+                                   "intermediate gradients")
+            back = self.backs.get(key)
+            if back is None:
+                raise CompileError(f"compile: backward() reaches op '{node._op}', which ran before the capture")
+            outs, sums = [], []
+            for parent, pg in zip(node._prev, node._backward(g)):
+                if pg is None or not parent.requires_grad:
+                    outs.append("_")
+                    continue
+                pvar = self.new()
+                outs.append(pvar)
+                pkey = id(parent)
+                acc = grads.get(pkey)
+                if acc is None:
+                    grads[pkey], names[pkey] = pg, pvar
+                elif pkey in summed and pg.shape == acc.shape and pg.dtype == acc.dtype:
+                    np.add(acc, pg, out=acc)
+                    sums.append(f"{self.const(np.add)}({names[pkey]}, {pvar}, out={names[pkey]})")
+                else:
+                    grads[pkey] = acc = acc + pg
+                    total = self.new()
+                    sums.append(f"{total} = {names[pkey]} + {pvar}")
+                    names[pkey] = total
+                    if isinstance(acc, np.ndarray):
+                        summed.add(pkey)
+            while len(outs) < len(node._prev):
+                outs.append("_")
+            self.lines.append(f"{', '.join(outs)}, = {back}({gvar})")
+            self.lines.extend(sums)
+
+    def _show_grad(self, leaf, g):
+        """During capture a leaf's .grad is a Traced view of its gradient: reading it raises; put back after."""
+        if id(leaf) not in self.grads_before:
+            self.grads_before[id(leaf)] = (leaf, leaf.grad)
+        leaf.grad = traced(g)
+
+    def restore(self):
+        for leaf, grad in self.grads_before.values():
+            leaf.grad = grad
+
+    def output(self, value) -> str:
+        """An expression building, at replay, the step's return value from the plan's arrays."""
+        from ..tensor import Tensor
+        if isinstance(value, Tensor):
+            var = self.vars.get(id(value))
+            if var is None or any(var == leaf_var for _, leaf_var in self.leaves):
+                return self.const(value)
+            return f"{self.const(_as_tensor)}({var})"
+        if isinstance(value, Pending):
+            return value.var
+        if isinstance(value, (tuple, list)):
+            items = ", ".join(self.output(v) for v in value) + ("," if len(value) == 1 else "")
+            return f"({items})" if isinstance(value, tuple) else f"[{items}]"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{self.const(k)}: {self.output(v)}" for k, v in value.items()) + "}"
+        if type(value) is Traced:
+            raise CompileError("compile: the step returns a tensor's array; return the Tensor itself")
+        return self.const(value)
+
+
+def _into_leaf(leaf, g, own):
+    from ..autograd import into_leaf
+    into_leaf(leaf, g, own)
+
+
+def _as_tensor(array):
+    from ..tensor import Tensor
+    return Tensor._node(array, "", (), None)

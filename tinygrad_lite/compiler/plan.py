@@ -1,0 +1,48 @@
+"""Plan: a captured step as one straight-line Python function, and what it assumed.
+
+The capture's program becomes the body of `replay(ARGS)`: bind the inputs' and leaves' arrays, call
+each op's function on arrays, each backward, each gradient sum and each recorded call, in the
+captured order, and build the step's return value. No Tensor, graph or check is made per op: what
+eager mode spends on them per call is gone. A plan holds while what it assumed holds: the leaves'
+shapes, dtypes and requires_grad, and the train/eval mode of every module the step ran.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .capture import Capture
+
+
+class Plan:
+    """The replayable program of one captured step."""
+
+    def __init__(self, capture: Capture, result: str):
+        self.leaves = [(t, t.data.shape, t.data.dtype, t.requires_grad) for t, _ in capture.leaves]
+        self.modes = [(m, m.training) for m in capture.modules.values() if hasattr(m, "training")]
+        self.source = _source(capture, result)
+        namespace = dict(capture.constants, np=np)
+        exec(compile(self.source, "<compiled step>", "exec"), namespace)
+        self.replay = namespace["replay"]
+        self.ops = sum(1 for line in capture.lines if ", b" in line.split("=")[0])
+
+    def holds(self) -> bool:
+        """Whether the leaves and modules are as captured."""
+        for t, shape, dtype, requires_grad in self.leaves:
+            data = t.data
+            if data.shape != shape or data.dtype != dtype or t.requires_grad != requires_grad:
+                return False
+        return all(m.training == training for m, training in self.modes)
+
+    def __call__(self, args: tuple):
+        return self.replay(args)
+
+
+def _source(capture: Capture, result: str) -> str:
+    body = []
+    for var, index, is_tensor in capture.inputs:
+        body.append(f"{var} = ARGS[{index}].data" if is_tensor else f"{var} = ARGS[{index}]")
+    for tensor, var in capture.leaves:
+        body.append(f"{var} = {capture.const(tensor)}.data")
+    body += capture.lines
+    body.append(f"return {result}")
+    return "def replay(ARGS):\n" + "".join(f"    {line}\n" for line in body)
