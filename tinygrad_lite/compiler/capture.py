@@ -176,31 +176,30 @@ class Capture:
             back = self.backs.get(key)
             if back is None:
                 raise CompileError(f"compile: backward() reaches op '{node._op}', which ran before the capture")
-            outs, sums = [], []
-            for parent, pg in zip(node._prev, node._backward(g)):
-                if pg is None or not parent.requires_grad:
-                    outs.append("_")
-                    continue
-                pvar = self.new()
-                outs.append(pvar)
-                pkey = id(parent)
-                acc = grads.get(pkey)
-                if acc is None:
-                    grads[pkey], names[pkey] = pg, pvar
-                elif pkey in summed and pg.shape == acc.shape and pg.dtype == acc.dtype:
-                    np.add(acc, pg, out=acc)
-                    sums.append(f"{self.const(np.add)}({names[pkey]}, {pvar}, out={names[pkey]})")
-                else:
-                    grads[pkey] = acc = acc + pg
-                    total = self.new()
-                    sums.append(f"{total} = {names[pkey]} + {pvar}")
-                    names[pkey] = total
-                    if isinstance(acc, np.ndarray):
-                        summed.add(pkey)
-            while len(outs) < len(node._prev):
-                outs.append("_")
+            parent_grads = tuple(node._backward(g))
+            outs, sums = ["_"] * len(parent_grads), []
+            for i, (parent, pg) in enumerate(zip(node._prev, parent_grads)):
+                if pg is not None and parent.requires_grad:
+                    outs[i] = self.new()
+                    self._sum_into(id(parent), pg, outs[i], grads, names, summed, sums)
             self.lines.append(f"{', '.join(outs)}, = {back}({gvar})")
             self.lines.extend(sums)
+
+    def _sum_into(self, key, pg, pvar: str, grads: dict, names: dict, summed: set, sums: list):
+        """Add gradient pg (named pvar) into node `key`'s, as autograd.run_backward does, and note how."""
+        acc = grads.get(key)
+        if acc is None:
+            grads[key], names[key] = pg, pvar
+        elif key in summed and pg.shape == acc.shape and pg.dtype == acc.dtype:
+            np.add(acc, pg, out=acc)
+            sums.append(f"{self.const(np.add)}({names[key]}, {pvar}, out={names[key]})")
+        else:
+            grads[key] = acc = acc + pg
+            total = self.new()
+            sums.append(f"{total} = {names[key]} + {pvar}")
+            names[key] = total
+            if isinstance(acc, np.ndarray):
+                summed.add(key)
 
     def _show_grad(self, leaf, g):
         """During capture a leaf's .grad is a Traced view of its gradient: reading it raises; put back after."""

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..autograd import recorded
 from ..checks import number
 from ..dispatch import has_twin
 from .optimizer import Optimizer
@@ -42,6 +43,7 @@ class Adam(Optimizer):
         number(name, "eps", group["eps"], 0.0)
         number(name, "weight_decay", group["weight_decay"], 0.0)
 
+    @recorded
     def step(self) -> None:
         """One Adam (or AdamW) update of every parameter that has a grad, in place, like
         torch.optim.Adam.step."""

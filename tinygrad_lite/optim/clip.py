@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..autograd import recorded
 from ..checks import number
 from ..tensor import Tensor
 
@@ -20,6 +21,7 @@ def _sum_of_squares(g: np.ndarray) -> float:
     return total
 
 
+@recorded
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> float:
     """Scale all grads together so their joint `norm_type`-norm is at most `max_norm`; returns the
     norm before clipping. Grads are multiplied by max_norm / (norm + 1e-6) when that is < 1, as

@@ -2,6 +2,7 @@
 (Jordan et al., 2024) is the usual pair. One object to step, zero and checkpoint."""
 from __future__ import annotations
 
+from ..autograd import recorded
 from .optimizer import Optimizer
 
 
@@ -25,10 +26,12 @@ class CombinedOptimizer:
     def param_groups(self) -> list[dict]:
         return [g for o in self.optimizers for g in o.param_groups]
 
+    @recorded
     def step(self) -> None:
         for o in self.optimizers:
             o.step()
 
+    @recorded
     def zero_grad(self) -> None:
         for o in self.optimizers:
             o.zero_grad()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..autograd import recorded
 from ..checks import number, positive_int
 from .optimizer import Optimizer
 
@@ -34,6 +35,7 @@ class LRScheduler:
         """The lr of each param group at `last_epoch`; each schedule defines it."""
         raise NotImplementedError
 
+    @recorded
     def step(self) -> None:
         """Advances `last_epoch` by one and sets each param group's lr; call it after
         optimizer.step()."""

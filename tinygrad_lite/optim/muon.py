@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..autograd import recorded
 from ..checks import number, one_of
 from .optimizer import Optimizer
 
@@ -71,6 +72,7 @@ class Muon(Optimizer):
             raise ValueError(f"Muon: every parameter must be a 2-D matrix, got shapes {not_matrices}; "
                              "give biases and LayerNorm gains (and the embeddings) to AdamW")
 
+    @recorded
     def step(self) -> None:
         """One Muon update of every parameter that has a grad, in place, like torch.optim.Muon.step."""
         for group in self.param_groups:

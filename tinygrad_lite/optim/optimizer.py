@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd import recorded
 from ..checks import number
 from ..tensor import Tensor
 
@@ -58,6 +59,7 @@ class Optimizer:
     def _validate(self, group: dict) -> None:
         number(type(self).__name__, "learning rate lr", group["lr"], 0.0)
 
+    @recorded
     def zero_grad(self) -> None:
         """Set every parameter's grad to None (PyTorch's default set_to_none=True)."""
         for group in self.param_groups:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd import recorded
 from ..checks import number
 from .optimizer import Optimizer
 
@@ -29,6 +30,7 @@ class SGD(Optimizer):
             raise ValueError(f"SGD: nesterov needs momentum > 0 and dampening = 0, got momentum="
                              f"{group['momentum']}, dampening={group['dampening']}")
 
+    @recorded
     def step(self) -> None:
         """One SGD update of every parameter that has a grad, in place, like
         torch.optim.SGD.step."""
