@@ -98,7 +98,9 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
         """Wraps `data` (a number, nested lists, an ndarray or a Tensor), cast to `dtype` if
         given."""
-        self.data = as_array(data, dtype)
+        capture = _GRAD_STATE.capture
+        traced = None if capture is None else capture.tensor_data(data)
+        self.data = as_array(data, dtype) if traced is None else traced if dtype is None else traced.astype(dtype)
         if requires_grad and self.data.dtype not in FLOAT_DTYPES:
             raise TypeError(f"Tensor: only float32/float64 tensors can require grad, got {self.data.dtype}")
         self.grad = None

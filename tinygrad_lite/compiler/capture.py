@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import current_scope, retains_all_grads, toposort
-from .traced import CompileError, Traced, plain, step_site, traced
+from .traced import CompileError, Input, Traced, plain, step_site, traced
 
 
 class Pending:
@@ -47,6 +47,7 @@ class Capture:
     """The program of one step, written while the step runs once (see the module docstring)."""
 
     def __init__(self):
+        self.prologue: list[str] = []   # NumPy on the inputs, and guards: runs first (traced.Input)
         self.lines: list[str] = []      # the program, one statement a line
         self.constants: dict = {}       # c<n> -> value
         self.vars: dict = {}            # id(Tensor) -> v<n> of its array
@@ -78,7 +79,7 @@ class Capture:
         var = self.new()
         self.inputs.append((var, index, hasattr(value, "_apply")))
         array = value.data if hasattr(value, "_apply") else value
-        view = traced(array)
+        view = Input(array, self, var)
         self.arrays[id(view)] = var
         self.keep.append(view)
         if hasattr(value, "_apply"):
@@ -99,13 +100,13 @@ class Capture:
 
     def argument(self, value, op: str):
         """An op's non-tensor argument as (expression, the value the op gets now)."""
-        if type(value) is Traced:
+        if isinstance(value, Traced):
             var = self.arrays.get(id(value))
             if var is None:
                 raise CompileError(f"compile: op '{op}' at {step_site()} got an array derived outside an op from a "
                                    "step's values; derive it with Tensor ops so the plan can replay it")
             return var, plain(value)
-        if isinstance(value, (tuple, list)) and any(type(v) is Traced or isinstance(v, (tuple, list)) for v in value):
+        if isinstance(value, (tuple, list)) and any(isinstance(v, (Traced, tuple, list)) for v in value):
             parts = [self.argument(v, op) for v in value]
             expression = ", ".join(e for e, _ in parts) + ("," if len(parts) == 1 else "")
             values = tuple(v for _, v in parts)
@@ -135,6 +136,57 @@ class Capture:
                 self.modules[id(module)] = module
         return out
 
+    def numpy(self, func, args, kwargs) -> Input:
+        """NumPy's `func` on step inputs (traced.Input): computed now, and noted in the prologue."""
+        exprs, values = self._numpy_args(args)
+        kw_exprs, kw_values = self._numpy_args(tuple(kwargs.values()))
+        result = func(*values, **dict(zip(kwargs, kw_values)))
+        var = self.new()
+        keywords = "".join(f", {k}={e}" for k, e in zip(kwargs, kw_exprs))
+        self.prologue.append(f"{var} = {self.const(func)}({', '.join(exprs)}{keywords})")
+        if not isinstance(result, (np.ndarray, np.generic)):
+            raise CompileError(f"compile: NumPy's {getattr(func, '__name__', func)} on a step's input at {step_site()} "
+                               f"gave a {type(result).__name__}, which a plan cannot follow")
+        out = Input(result, self, var)
+        self.arrays[id(out)] = var
+        self.keep.append(out)
+        return out
+
+    def _numpy_args(self, args) -> tuple:
+        exprs, values = [], []
+        for a in args:
+            if isinstance(a, Input):
+                exprs.append(a.var), values.append(a.array)
+            elif isinstance(a, Traced):
+                raise CompileError(f"compile: NumPy code at {step_site()} mixes a step's input with a tensor's "
+                                   "values, which only ops may read")
+            elif isinstance(a, (tuple, list)) and any(isinstance(v, (Traced, tuple, list)) for v in a):
+                inner, inner_values = self._numpy_args(a)
+                exprs.append(f"({', '.join(inner)},)" if isinstance(a, tuple) else f"[{', '.join(inner)}]")
+                values.append(type(a)(inner_values))
+            else:
+                exprs.append(self.const(a)), values.append(a)
+        return exprs, values
+
+    def guard(self, value: Input) -> bool:
+        """bool() of a value NumPy made from the inputs: the branch taken now, checked at each replay
+        (a replay whose inputs branch the other way runs the step eagerly)."""
+        taken = bool(value.array)
+        self.prologue.append(f"if bool({value.var}) is not {taken}: return FALLBACK")
+        return taken
+
+    def tensor_data(self, data):
+        """Tensor(data) while capturing: an input's stand-in becomes the tensor's data (so its ops read
+        the input at each replay); a tensor's values refuse; anything else is None (made as usual)."""
+        if hasattr(data, "_apply"):
+            data = data.data
+        if isinstance(data, Input):
+            return data
+        if isinstance(data, Traced):
+            raise CompileError(f"compile: a Tensor made from another tensor's values at {step_site()} would be "
+                               "frozen into the plan; use the tensor itself (or .detach())")
+        return None
+
     def refuse_op(self, op: str):
         raise CompileError(f"compile: op '{op}' at {step_site()} computes its output outside Tensor._apply, so a "
                            "plan cannot replay it; run this step eagerly")
@@ -142,7 +194,7 @@ class Capture:
     def call(self, method, args: tuple, kwargs: dict):
         """A @recorded call (an optimizer's step, zero_grad, clipping): noted, made at each replay."""
         for value in (*args, *kwargs.values()):
-            if type(value) is Traced:
+            if isinstance(value, Traced):
                 raise CompileError(f"compile: {method.__qualname__} at {step_site()} got a tensor's values; "
                                    "pass the tensors themselves")
         var = self.new()
@@ -226,7 +278,9 @@ class Capture:
             return f"({items})" if isinstance(value, tuple) else f"[{items}]"
         if isinstance(value, dict):
             return "{" + ", ".join(f"{self.const(k)}: {self.output(v)}" for k, v in value.items()) + "}"
-        if type(value) is Traced:
+        if isinstance(value, Input):
+            return value.var
+        if isinstance(value, Traced):
             raise CompileError("compile: the step returns a tensor's array; return the Tensor itself")
         return self.const(value)
 

@@ -12,6 +12,8 @@ import numpy as np
 
 from .capture import Capture
 
+FALLBACK = object()  # what replay returns when a guard sees its inputs branch another way
+
 
 class Plan:
     """The replayable program of one captured step."""
@@ -20,7 +22,7 @@ class Plan:
         self.leaves = [(t, t.data.shape, t.data.dtype, t.requires_grad) for t, _ in capture.leaves]
         self.modes = [(m, m.training) for m in capture.modules.values() if hasattr(m, "training")]
         self.source = _source(capture, result)
-        namespace = dict(capture.constants, np=np)
+        namespace = dict(capture.constants, np=np, FALLBACK=FALLBACK)
         exec(compile(self.source, "<compiled step>", "exec"), namespace)
         self.replay = namespace["replay"]
         self.ops = sum(1 for line in capture.lines if ", b" in line.split("=")[0])
@@ -43,6 +45,7 @@ def _source(capture: Capture, result: str) -> str:
         body.append(f"{var} = ARGS[{index}].data" if is_tensor else f"{var} = ARGS[{index}]")
     for tensor, var in capture.leaves:
         body.append(f"{var} = {capture.const(tensor)}.data")
+    body += capture.prologue
     body += capture.lines
     body.append(f"return {result}")
     return "def replay(ARGS):\n" + "".join(f"    {line}\n" for line in body)

@@ -16,7 +16,7 @@ from .. import fast, random
 from ..autograd import capturing, is_anomaly_enabled, is_capturing, is_grad_enabled, retains_all_grads
 from ..kernels.backend import use_numba
 from .capture import Capture
-from .plan import Plan
+from .plan import FALLBACK, Plan
 from .traced import CompileError
 
 
@@ -36,6 +36,7 @@ class CompiledStep:
         self.fn = fn
         self.plans: dict = {}
         self.captures = 0
+        self.fallbacks = 0  # calls a guard sent to eager mode
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
@@ -45,7 +46,11 @@ class CompiledStep:
         plan = self.plans.get(key)
         if plan is None or not plan.holds():
             plan = self.plans[key] = self.capture(args)
-        return plan(args)
+        result = plan(args)
+        if result is FALLBACK:
+            self.fallbacks += 1
+            return self.fn(*args)
+        return result
 
     def capture(self, args: tuple) -> Plan:
         """Run fn once dry on args and return its plan (nothing the step changes is changed)."""

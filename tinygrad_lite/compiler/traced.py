@@ -1,8 +1,16 @@
-"""The arrays a step computes on while the compiler captures it. A `Traced` stand-in holds the value of
-a step's input or of an op's output during capture: ops read the array in it, but NumPy code outside an op, or a
-read into Python (`float(loss)`, `if x > 0`, `t.numpy()[0]`), raises CompileError naming the line,
-because a plan replays ops only: such code would run once, at capture, and its result would be
-frozen into every later step."""
+"""The arrays a step computes on while the compiler captures it.
+
+A `Traced` stand-in holds an op's output during capture: ops read the array in it, but NumPy code
+outside an op, or a read into Python (`float(loss)`, `if x > 0`, `t.numpy()[0]`), raises CompileError
+naming the line, because a plan replays ops only: such code would run once, at capture, and its result
+would be frozen into every later step.
+
+An `Input` stand-in holds a step's input array (token ids, say) or what NumPy makes of it: there NumPy
+code is recorded and replayed too (masks like `ids != pad`, `ids.max() < vocab`), as a prologue that
+runs before the step's ops. A branch on such a value (`if (ids < 0).any(): raise ...`) becomes a guard:
+a replay whose inputs take the other branch runs the step eagerly instead. Only shapes that depend on
+values (boolean indexing, np.nonzero) and numbers read into Python (int(), float(), .item()) refuse.
+"""
 from __future__ import annotations
 
 import os
@@ -85,4 +93,75 @@ def traced(array) -> Traced:
 
 def plain(value):
     """The array behind a Traced stand-in (other values as they are)."""
-    return value.array if type(value) is Traced else value
+    return value.array if isinstance(value, Traced) else value
+
+
+DYNAMIC_SHAPES = {"nonzero", "flatnonzero", "argwhere", "unique", "extract", "compress", "trim_zeros", "where_1"}
+METHODS = {"reshape", "astype", "sum", "any", "all", "min", "max", "mean", "prod", "cumsum", "argmax", "argmin",
+           "transpose", "swapaxes", "squeeze", "ravel", "flatten", "copy", "clip", "round", "repeat"}
+OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+             "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "and": np.bitwise_and,
+             "or": np.bitwise_or, "xor": np.bitwise_xor, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+             "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "matmul": np.matmul}
+
+
+class Input(Traced):
+    """A step input's stand-in, on which NumPy code is recorded into the plan (see the module docstring)."""
+
+    __slots__ = ("capture", "var")
+
+    def __init__(self, array, capture, var: str):
+        self.array, self.capture, self.var = array, capture, var
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if "out" in kwargs:
+            raise read_error(f"writes NumPy's {ufunc.__name__} into an array (out=)")
+        return self.capture.numpy(getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        name = func.__name__ + ("_1" if func.__name__ == "where" and len(args) + len(kwargs) == 1 else "")
+        if name in DYNAMIC_SHAPES:
+            raise read_error(f"calls NumPy's {func.__name__}, whose shape depends on the values,")
+        return self.capture.numpy(func, args, kwargs)
+
+    def __getattr__(self, name):
+        if name in METHODS:
+            return lambda *args, **kwargs: self.capture.numpy(getattr(np.ndarray, name), (self, *args), kwargs)
+        return Traced.__getattr__(self, name)
+
+    @property
+    def T(self):
+        return self.capture.numpy(np.transpose, (self,), {})
+
+    def __getitem__(self, key):
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, Traced) and k.dtype == bool for k in parts):
+            raise read_error("indexes with a boolean mask of the values (a shape that depends on them)")
+        return self.capture.numpy(_getitem, (self, key), {})
+
+    def __bool__(self):
+        return self.capture.guard(self)
+
+    def __neg__(self):
+        return self.capture.numpy(np.negative, (self,), {})
+
+    def __invert__(self):
+        return self.capture.numpy(np.invert, (self,), {})
+
+
+def _getitem(array, key):
+    return array[key]
+
+
+def _operator(name, ufunc, reflected):
+    def method(self, other):
+        return self.capture.numpy(ufunc, (other, self) if reflected else (self, other), {})
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+for _name, _ufunc in OPERATORS.items():
+    setattr(Input, f"__{_name}__", _operator(_name, _ufunc, False))
+    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Input, f"__r{_name}__", _operator(_name, _ufunc, True))
+Input.__hash__ = object.__hash__
