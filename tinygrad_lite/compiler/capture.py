@@ -89,8 +89,11 @@ class Capture:
 
     def var_of(self, tensor) -> str:
         var = self.vars.get(id(tensor))
+        if var is None and isinstance(tensor.data, Input):  # Tensor(input) made inside the step
+            var = self.vars[id(tensor)] = tensor.data.var
+            self.keep.append(tensor)
         if var is None:  # a leaf: a parameter, a buffer or a constant tensor, read from the tensor at replay
-            if type(tensor.data) is Traced:
+            if isinstance(tensor.data, Traced):
                 raise CompileError(f"compile: a tensor made outside an op from a step's values reaches an op at "
                                    f"{step_site()}; its values would be frozen into the plan")
             var = self.vars[id(tensor)] = self.new()

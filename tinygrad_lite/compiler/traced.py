@@ -62,7 +62,7 @@ class Traced:
         raise read_error("hands a tensor's values to NumPy")
 
     def __getattr__(self, name):
-        if name.startswith("__"):  # protocol probes (NumPy's __array_interface__ ...) find nothing
+        if name.startswith("_"):  # probes (NumPy's __array_interface__, hasattr(x, "_apply")) find nothing
             raise AttributeError(name)
         raise read_error(f"reads a tensor's values (.{name})")
 
@@ -70,9 +70,14 @@ class Traced:
         return f"<traced array {self.shape} {self.dtype}>"
 
 
+READS = {"__float__": "float()", "__int__": "int()", "__index__": "an index", "__bool__": "bool() (a branch)",
+         "__iter__": "a loop", "__complex__": "complex()", "item": ".item()", "tolist": ".tolist()"}
+
+
 def _refuse(name: str):
     def method(self, *args, **kwargs):
-        raise read_error(f"reads a tensor's values ({name})")
+        raise read_error(f"reads a value into Python ({READS[name]})" if name in READS
+                         else f"reads a tensor's values ({name})")
     method.__name__ = name
     return method
 
