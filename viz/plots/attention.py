@@ -168,6 +168,28 @@ def plot_attention_maps(
     """
     op = "plot_attention_maps"
     path, fmt = output_path(out, op)
+    panels = _map_panels(maps, kinds, op)
+    sizes = [_attention_size(panel) for panel in panels]
+    heading = 0.5 if title else 0.0
+    width = max(size[0] for size in sizes)
+    figure = new_figure((width, sum(size[1] for size in sizes) + heading), dpi, op)
+    sections = figure.subfigures(len(panels), 1, squeeze=False, height_ratios=[s[1] for s in sizes])
+    for section, panel in zip(sections[:, 0], panels):
+        _draw_attention(section, panel, cmap, None)
+    if title:
+        figure.suptitle(title, fontsize="large", fontweight="bold")
+    save_figure(figure, path, fmt, op)
+    data = {
+        "kinds": [panel.kind for panel in panels],
+        "weights": {panel.kind: panel.weights for panel in panels},
+        "queries": {panel.kind: panel.queries for panel in panels},
+        "keys": {panel.kind: panel.keys for panel in panels},
+    }
+    return PlotResult(path, figure, data)
+
+
+def _map_panels(maps, kinds, op: str) -> list:
+    """One panel per kind of attention in `maps`, in ATTENTION_KINDS' order, only `kinds` if given."""
     if not isinstance(maps, Mapping) or not maps:
         raise TypeError(
             f"{op}: maps must be a non-empty dict kind -> (weights, query tokens, key tokens) "
@@ -191,20 +213,4 @@ def plot_attention_maps(
             )
         weights, queries, keys = entry
         panels.append(_attention_panel(weights, keys, queries, None, kind, op))
-    sizes = [_attention_size(panel) for panel in panels]
-    heading = 0.5 if title else 0.0
-    width = max(size[0] for size in sizes)
-    figure = new_figure((width, sum(size[1] for size in sizes) + heading), dpi, op)
-    sections = figure.subfigures(len(panels), 1, squeeze=False, height_ratios=[s[1] for s in sizes])
-    for section, panel in zip(sections[:, 0], panels):
-        _draw_attention(section, panel, cmap, None)
-    if title:
-        figure.suptitle(title, fontsize="large", fontweight="bold")
-    save_figure(figure, path, fmt, op)
-    data = {
-        "kinds": [panel.kind for panel in panels],
-        "weights": {panel.kind: panel.weights for panel in panels},
-        "queries": {panel.kind: panel.queries for panel in panels},
-        "keys": {panel.kind: panel.keys for panel in panels},
-    }
-    return PlotResult(path, figure, data)
+    return panels

@@ -60,25 +60,25 @@ def plot_decision_boundary(
     figure = new_figure((5.0, 4.2), dpi, op)
     ax = figure.subplots()
     if discrete:
-        region_index = np.searchsorted(class_values, prediction)
-        levels = np.arange(len(class_values) + 1) - 0.5
-        ax.contourf(grid_x, grid_y, region_index, levels=levels, cmap=colors, alpha=0.3)
+        _draw_regions(ax, grid_x, grid_y, prediction, class_values, colors)
     else:
-        filled = ax.contourf(grid_x, grid_y, prediction, levels=30, cmap="RdBu_r", alpha=0.5)
-        figure.colorbar(filled, ax=ax, label="score")
-        if prediction.min() < threshold < prediction.max():
-            ax.contour(grid_x, grid_y, prediction, levels=[threshold], colors="k", linewidths=1.5)
+        _draw_scores(figure, ax, grid_x, grid_y, prediction, threshold)
     _draw_classes(ax, points, labels, class_values, colors)
-    ax.set_xlim(x_low, x_high)
-    ax.set_ylim(y_low, y_high)
+    _frame(ax, (x_low, x_high), (y_low, y_high), title)
+    save_figure(figure, path, fmt, op)
+    data = {"grid": (grid_x, grid_y), "prediction": prediction, "discrete": discrete}
+    return PlotResult(path, figure, data)
+
+
+def _frame(ax, x_range, y_range, title: str | None) -> None:
+    """The plane's extent, its axes x₁ and x₂, the legend and the title."""
+    ax.set_xlim(*x_range)
+    ax.set_ylim(*y_range)
     ax.set_xlabel("x₁")
     ax.set_ylabel("x₂")
     ax.legend(fontsize="small", loc="best")
     if title:
         ax.set_title(title)
-    save_figure(figure, path, fmt, op)
-    data = {"grid": (grid_x, grid_y), "prediction": prediction, "discrete": discrete}
-    return PlotResult(path, figure, data)
 
 
 def _labelled_points(X, y, op: str) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +110,21 @@ def _predict_grid(predict_fn: Callable, grid_x: np.ndarray, grid_y: np.ndarray, 
     if prediction.ndim == 2:
         prediction = prediction.argmax(axis=1)
     return prediction.astype(float).reshape(grid_x.shape)
+
+
+def _draw_regions(ax, grid_x, grid_y, prediction: np.ndarray, class_values, colors) -> None:
+    """Each class's region in its color."""
+    region_index = np.searchsorted(class_values, prediction)
+    levels = np.arange(len(class_values) + 1) - 0.5
+    ax.contourf(grid_x, grid_y, region_index, levels=levels, cmap=colors, alpha=0.3)
+
+
+def _draw_scores(figure, ax, grid_x, grid_y, prediction: np.ndarray, threshold: float) -> None:
+    """Real-valued scores shaded, with a color bar and the line where score == threshold."""
+    filled = ax.contourf(grid_x, grid_y, prediction, levels=30, cmap="RdBu_r", alpha=0.5)
+    figure.colorbar(filled, ax=ax, label="score")
+    if prediction.min() < threshold < prediction.max():
+        ax.contour(grid_x, grid_y, prediction, levels=[threshold], colors="k", linewidths=1.5)
 
 
 def _draw_classes(ax, points: np.ndarray, labels: np.ndarray, class_values, colors) -> None:
@@ -163,8 +178,16 @@ def plot_confusion_matrix(
     ax.set_yticks(range(len(names)), labels=names)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
+    _annotate_cells(ax, matrix, integral=not normalize and bool(np.all(matrix == np.round(matrix))))
+    if title:
+        ax.set_title(title)
+    save_figure(figure, path, fmt, op)
+    return PlotResult(path, figure, {"matrix": matrix, "labels": names})
+
+
+def _annotate_cells(ax, matrix: np.ndarray, integral: bool) -> None:
+    """Each cell's value on it, white on the darker half of the scale."""
     high = matrix.max() / 2 if matrix.max() > 0 else 1.0
-    integral = not normalize and bool(np.all(matrix == np.round(matrix)))
     for row in range(matrix.shape[0]):
         for column in range(matrix.shape[1]):
             value = matrix[row, column]
@@ -177,7 +200,3 @@ def plot_confusion_matrix(
                 fontsize="small",
                 color="white" if value > high else "black",
             )
-    if title:
-        ax.set_title(title)
-    save_figure(figure, path, fmt, op)
-    return PlotResult(path, figure, {"matrix": matrix, "labels": names})
