@@ -38,6 +38,28 @@ def boss_output(attention, pe, table, vocab, sentence: str, with_pe: bool) -> np
     return attention(x, x, x).data[0, at:at + 2]
 
 
+def word_order_differences() -> dict:
+    """老板's attention output, 我是你老板 vs 你是我老板, relative max difference without PE (False)
+    and with it (True): attention alone cannot tell the two apart."""
+    claim("没有位置信息时，把“我”和“你”对调（我是你老板 / 你是我老板），“老板”得到的注意力输出完全一样",
+          "without position information, swapping 我 and 你 (我是你老板 / 你是我老板) leaves 老板's "
+          "attention output unchanged")
+    vocab = toy_vocab("我是你老板")
+    embedding_table = np.random.default_rng(0).standard_normal((len(vocab), D_MODEL)).astype(np.float32)
+    tl.manual_seed(0)
+    attention = MultiHeadAttention(D_MODEL, H, dropout=0.0)
+    pe = PositionalEncoding(D_MODEL, dropout=0.0)
+    differences = {}
+    for with_pe in (False, True):
+        a, b = (boss_output(attention, pe, embedding_table, vocab, sentence, with_pe)
+                for sentence in ("我是你老板", "你是我老板"))
+        differences[with_pe] = float(np.abs(a - b).max() / np.abs(a).max())
+    check("老板's self-attention output, 我是你老板 vs 你是我老板, without PE",
+          f"relative max diff {differences[False]:.0e}", "the same", differences[False] < 1e-5)
+    check("… with PE", f"relative max diff {differences[True]:.2f}", "differs", differences[True] > 1e-2)
+    return differences
+
+
 def section_pe(figures=None) -> dict:
     heading(14, "位置编码", "Positional encoding", "位置编码")
     claim("正弦位置编码：PE(pos,2i) = sin(pos/10000^(2i/d_model))，PE(pos,2i+1) = cos(pos/10000^(2i/d_model))",
@@ -69,22 +91,7 @@ def section_pe(figures=None) -> dict:
     note("公式里的 i 不是“特征维度”本身，而是维度对的编号：第 2i 和 2i+1 维共用一个频率",
          "i is the index of a pair of dimensions (2i and 2i+1 share one frequency), not the dimension itself")
 
-    claim("没有位置信息时，把“我”和“你”对调（我是你老板 / 你是我老板），“老板”得到的注意力输出完全一样",
-          "without position information, swapping 我 and 你 (我是你老板 / 你是我老板) leaves 老板's "
-          "attention output unchanged")
-    vocab = toy_vocab("我是你老板")
-    embedding_table = np.random.default_rng(0).standard_normal((len(vocab), D_MODEL)).astype(np.float32)
-    tl.manual_seed(0)
-    attention = MultiHeadAttention(D_MODEL, H, dropout=0.0)
-    pe = PositionalEncoding(D_MODEL, dropout=0.0)
-    differences = {}
-    for with_pe in (False, True):
-        a, b = (boss_output(attention, pe, embedding_table, vocab, sentence, with_pe)
-                for sentence in ("我是你老板", "你是我老板"))
-        differences[with_pe] = float(np.abs(a - b).max() / np.abs(a).max())
-    check("老板's self-attention output, 我是你老板 vs 你是我老板, without PE",
-          f"relative max diff {differences[False]:.0e}", "the same", differences[False] < 1e-5)
-    check("… with PE", f"relative max diff {differences[True]:.2f}", "differs", differences[True] > 1e-2)
+    differences = word_order_differences()
     files = [] if figures is None else [figures.draw(FIGURE_NAMES["pe"], "plot_positional_encoding", table)]
     return {"formula_value": formula, "shift_errors": errors, "wavelengths": wavelengths,
             "length_error": length_error, "boss_difference_without_pe": differences[False],

@@ -69,6 +69,22 @@ def section_multihead(figures=None) -> dict:
 
 
 # ---------------------------------------------------------------- 10. Add & Norm
+def residual_gradients(rng: np.random.Generator, depth: int, width: int = 64) -> dict:
+    """Mean |∂out/∂x| through `depth` stacked Linear layers, without (False) and with (True) the
+    residual sum h + layer(h), whose identity path carries the gradient past every layer."""
+    tl.manual_seed(0)
+    layers = [Linear(width, width, dtype=np.float64) for _ in range(depth)]
+    gradient = {}
+    for residual in (False, True):
+        inp = Tensor(rng.standard_normal((1, width)), requires_grad=True)
+        h = inp
+        for layer in layers:
+            h = h + layer(h) if residual else layer(h)
+        h.sum().backward()
+        gradient[residual] = float(np.abs(inp.grad).mean())
+    return gradient
+
+
 def section_addnorm(figures=None) -> dict:
     heading(10, "残差与层归一化", "Add & Norm", "Add & Norm")
     claim("output = LayerNorm(x + SubLayer(x))：残差相加后，每个 token 的 512 个特征被归一到均值 0、方差 1",
@@ -90,17 +106,8 @@ def section_addnorm(figures=None) -> dict:
     check("module vs the formula (x − μ)/√(σ² + ε)", f"max diff {np.abs(y - by_hand).max():.0e}", "same",
           np.allclose(y, by_hand, atol=1e-4))
 
-    depth, width = 10, 64
-    tl.manual_seed(0)
-    layers = [Linear(width, width, dtype=np.float64) for _ in range(depth)]
-    gradient = {}
-    for residual in (False, True):
-        inp = Tensor(rng.standard_normal((1, width)), requires_grad=True)
-        h = inp
-        for layer in layers:
-            h = h + layer(h) if residual else layer(h)
-        h.sum().backward()
-        gradient[residual] = float(np.abs(inp.grad).mean())
+    depth = 10
+    gradient = residual_gradients(rng, depth)
     check(f"{depth} stacked Linear layers: mean |∂out/∂x| without / with residual",
           f"{gradient[False]:.1e} / {gradient[True]:.1e}", "residual keeps deep nets trainable",
           gradient[True] > 100 * gradient[False])
