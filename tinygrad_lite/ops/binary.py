@@ -1,6 +1,7 @@
 """Binary ops: arithmetic (+ - * / **) that broadcasts as NumPy does, maximum and minimum, the
 comparisons and logic ops (no grad), and matmul. A broadcast input's gradient is summed back to
-its shape (`unbroadcast`)."""
+its shape (`unbroadcast`). `needs` tells an op which inputs need a gradient, so its backward
+computes only those."""
 from __future__ import annotations
 
 import inspect
@@ -49,58 +50,37 @@ class BinaryOps:
         """Returns self + other elementwise, broadcasting; other may be a Tensor, a number or an
         ndarray, like torch.add."""
         if TRICKS.scalar_operand and fast.is_scalar_operand(self, other):
-            return self._make(self.data + self.data.dtype.type(other), "add", (self,), None)
+            return self._apply(add_op, "add", (self,), self.dtype.type(other), NO_GRAD)
         a, b = self._binary_inputs(other, "add", _reflected)
-        return a._make(a.data + b.data, "add", (a, b),
-                       lambda g: (unbroadcast(g, a.shape) if a.requires_grad else None,
-                                  unbroadcast(g, b.shape) if b.requires_grad else None))
+        return a._apply(add_op, "add", (a, b), (a.requires_grad, b.requires_grad))
 
     @_public_signature
     def sub(self, other, _reflected=False):
         """Returns self - other elementwise, broadcasting, like torch.sub."""
         a, b = self._binary_inputs(other, "sub", _reflected)
-        return a._make(a.data - b.data, "sub", (a, b),
-                       lambda g: (unbroadcast(g, a.shape) if a.requires_grad else None,
-                                  unbroadcast(-g, b.shape) if b.requires_grad else None))
+        return a._apply(sub_op, "sub", (a, b), (a.requires_grad, b.requires_grad))
 
     @_public_signature
     def mul(self, other, _reflected=False):
         """Returns self * other elementwise, broadcasting, like torch.mul."""
         if TRICKS.scalar_operand and fast.is_scalar_operand(self, other):
-            return self._make(self.data * self.data.dtype.type(other), "mul", (self,), None)
+            return self._apply(mul_op, "mul", (self,), self.dtype.type(other), NO_GRAD)
         a, b = self._binary_inputs(other, "mul", _reflected)
-        return a._make(a.data * b.data, "mul", (a, b),
-                       lambda g: (unbroadcast(g * b.data, a.shape) if a.requires_grad else None,
-                                  unbroadcast(g * a.data, b.shape) if b.requires_grad else None))
+        return a._apply(mul_op, "mul", (a, b), (a.requires_grad, b.requires_grad))
 
     @_public_signature
     def div(self, other, _reflected=False):
         """Returns self / other elementwise (true division), broadcasting, like torch.div."""
         a, b = self._binary_inputs(other, "div", _reflected)
-        out = a.data / b.data
-        return a._make(out, "div", (a, b),
-                       lambda g: (unbroadcast(g / b.data, a.shape) if a.requires_grad else None,
-                                  unbroadcast(-g * out / b.data, b.shape) if b.requires_grad else None))
+        return a._apply(div_op, "div", (a, b), (a.requires_grad, b.requires_grad))
 
     @_public_signature
     def pow(self, exponent, _reflected=False):
         """x ** p for a number p (the common case) or a Tensor exponent (d/dp = x^p · ln x)."""
         if not _reflected and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-            p, x = exponent, self.data
-            out = x ** p
-            return self._make(out, "pow", (self,), lambda g: (g * p * x ** (p - 1),))
+            return self._apply(pow_number_op, "pow", (self,), exponent)
         a, b = self._binary_inputs(exponent, "pow", _reflected)
-        out = a.data ** b.data
-
-        def backward(g):
-            ga = unbroadcast(g * b.data * a.data ** (b.data - 1), a.shape) if a.requires_grad else None
-            gb = None
-            if b.requires_grad:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    log_a = np.where(a.data > 0, np.log(np.where(a.data > 0, a.data, 1)), 0)
-                gb = unbroadcast(g * out * log_a, b.shape)
-            return ga, gb
-        return a._make(out, "pow", (a, b), backward)
+        return a._apply(pow_op, "pow", (a, b), (a.requires_grad, b.requires_grad))
 
     __add__ = add
     __sub__ = sub
@@ -134,10 +114,7 @@ class BinaryOps:
         """Returns the elementwise max of self and other, broadcasting; a tie splits the gradient in
         half, like torch.maximum."""
         a, b = self._binary_inputs(other, "maximum")
-        out = np.maximum(a.data, b.data)
-        a_wins = (a.data > b.data) + 0.5 * (a.data == b.data)
-        return a._make(out, "maximum", (a, b),
-                       lambda g: (unbroadcast(g * a_wins, a.shape), unbroadcast(g * (1 - a_wins), b.shape)))
+        return a._apply(maximum_op, "maximum", (a, b))
 
     def minimum(self, other):
         """Returns the elementwise min of self and other, broadcasting, like torch.minimum."""
@@ -147,7 +124,14 @@ class BinaryOps:
 
     def _compare(self, other, fn, op):
         a, b = self._binary_inputs(other, op)
-        return tensor.Tensor(fn(a.data, b.data))
+        return a._unrecorded(compare_op, op, (a, b), fn)
+
+    def _unrecorded(self, fn, op, parents, *args):
+        """Run an op no gradient flows through (a comparison, a logic op, argmax): its output is a leaf,
+        as a tensor made from values is, whatever its inputs; a compiled step still replays it."""
+        out = self._apply(fn, op, parents, *args)
+        out.requires_grad, out._op, out._prev, out._backward = False, "", (), None
+        return out
 
     def __lt__(self, other):
         """self < other elementwise, broadcasting, as a bool tensor (no grad), like torch.lt."""
@@ -181,15 +165,17 @@ class BinaryOps:
         """~t of a bool tensor: elementwise logical not (no grad)."""
         if self.dtype != np.bool_:
             raise TypeError(f"invert: expected a bool tensor, got {self.dtype}")
-        return tensor.Tensor(~self.data)
+        return self._unrecorded(invert_op, "invert", (self,))
 
     def __and__(self, other):
         """t & other: elementwise logical and, as a bool tensor (no grad)."""
-        return tensor.Tensor(np.logical_and(self.data, tensor.as_array(other)))
+        other = other if isinstance(other, tensor.Tensor) else tensor.Tensor(other)
+        return self._unrecorded(compare_op, "and", (self, other), np.logical_and)
 
     def __or__(self, other):
         """t | other: elementwise logical or, as a bool tensor (no grad)."""
-        return tensor.Tensor(np.logical_or(self.data, tensor.as_array(other)))
+        other = other if isinstance(other, tensor.Tensor) else tensor.Tensor(other)
+        return self._unrecorded(compare_op, "or", (self, other), np.logical_or)
 
     # ------------------------------------------------------------ matmul
 
@@ -200,28 +186,90 @@ class BinaryOps:
             raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a.shape} and {b.shape}")
         if a.dtype not in FLOAT_DTYPES or b.dtype not in FLOAT_DTYPES:
             raise TypeError(f"matmul: expected float tensors, got {a.dtype} and {b.dtype}")
-        ad = a.data[None, :] if a.ndim == 1 else a.data
-        bd = b.data[:, None] if b.ndim == 1 else b.data
-        if ad.shape[-1] != bd.shape[-2]:
+        inner = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        if a.shape[-1] != inner:
             raise ValueError(f"matmul: inner dims don't match: {a.shape} @ {b.shape} "
-                             f"({ad.shape[-1]} != {bd.shape[-2]})")
-        broadcast_shape("matmul (batch dims)", ad.shape[:-2], bd.shape[:-2])
+                             f"({a.shape[-1]} != {inner})")
+        broadcast_shape("matmul (batch dims)", a.shape[:-2], b.shape[:-2])
         ensure_num_threads()  # the default thread count, once (tinygrad_lite.threads)
-        out = ad @ bd
-        final = out[..., 0, :] if a.ndim == 1 else out
-        final = final[..., 0] if b.ndim == 1 else final
-
-        def backward(g):
-            # C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC, summed back over broadcast batch dims
-            g = g.reshape(out.shape)
-            da = unbroadcast(g @ np.swapaxes(bd, -1, -2), ad.shape) if a.requires_grad else None
-            db = unbroadcast(np.swapaxes(ad, -1, -2) @ g, bd.shape) if b.requires_grad else None
-            return (None if da is None else da.reshape(a.shape),
-                    None if db is None else db.reshape(b.shape))
-        return self._make(final, "matmul", (a, b), backward)
+        return self._apply(matmul_op, "matmul", (a, b), (a.requires_grad, b.requires_grad))
 
     __matmul__ = matmul
 
     def __rmatmul__(self, other):
         """other @ self, for an ndarray on the left."""
         return self._coerce(other, "matmul").matmul(self)
+
+
+# ---------------------------------------------------------------- the ops: output, and its backward
+
+NO_GRAD = (False, False)  # `needs` when no input needs a gradient (the scalar_operand trick)
+
+
+def add_op(a, b, needs):
+    return a + b, lambda g: (unbroadcast(g, a.shape) if needs[0] else None,
+                             unbroadcast(g, b.shape) if needs[1] else None)
+
+
+def sub_op(a, b, needs):
+    return a - b, lambda g: (unbroadcast(g, a.shape) if needs[0] else None,
+                             unbroadcast(-g, b.shape) if needs[1] else None)
+
+
+def mul_op(a, b, needs):
+    return a * b, lambda g: (unbroadcast(g * b, a.shape) if needs[0] else None,
+                             unbroadcast(g * a, b.shape) if needs[1] else None)
+
+
+def div_op(a, b, needs):
+    out = a / b
+    return out, lambda g: (unbroadcast(g / b, a.shape) if needs[0] else None,           # d(a/b)/da = 1/b
+                           unbroadcast(-g * out / b, b.shape) if needs[1] else None)   # d(a/b)/db = -a/b²
+
+
+def pow_number_op(x, p):
+    return x ** p, lambda g: (g * p * x ** (p - 1),)                                   # d xᵖ/dx = p·xᵖ⁻¹
+
+
+def pow_op(a, b, needs):
+    out = a ** b
+
+    def backward(g):
+        ga = unbroadcast(g * b * a ** (b - 1), a.shape) if needs[0] else None
+        gb = None
+        if needs[1]:                                                                   # d aᵇ/db = aᵇ·ln a
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_a = np.where(a > 0, np.log(np.where(a > 0, a, 1)), 0)
+            gb = unbroadcast(g * out * log_a, b.shape)
+        return ga, gb
+    return out, backward
+
+
+def maximum_op(a, b):
+    a_wins = (a > b) + 0.5 * (a == b)                     # a tie splits the gradient in half
+    return np.maximum(a, b), lambda g: (unbroadcast(g * a_wins, a.shape), unbroadcast(g * (1 - a_wins), b.shape))
+
+
+def compare_op(a, b, fn):
+    return fn(a, b), None
+
+
+def invert_op(x):
+    return ~x, None
+
+
+def matmul_op(a, b, needs):
+    ad = a[None, :] if a.ndim == 1 else a                 # 1-D operands are promoted to matrices
+    bd = b[:, None] if b.ndim == 1 else b
+    out = ad @ bd
+    final = out[..., 0, :] if a.ndim == 1 else out
+    final = final[..., 0] if b.ndim == 1 else final
+
+    def backward(g):
+        # C = A·B: dA = dC·Bᵀ and dB = Aᵀ·dC, summed back over broadcast batch dims
+        g = g.reshape(out.shape)
+        da = unbroadcast(g @ np.swapaxes(bd, -1, -2), ad.shape) if needs[0] else None
+        db = unbroadcast(np.swapaxes(ad, -1, -2) @ g, bd.shape) if needs[1] else None
+        return (None if da is None else da.reshape(a.shape),
+                None if db is None else db.reshape(b.shape))
+    return final, backward

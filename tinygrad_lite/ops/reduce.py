@@ -6,7 +6,6 @@ from collections import namedtuple
 
 import numpy as np
 
-from .. import tensor
 from .shapes import norm_dim, norm_dims
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
@@ -20,15 +19,7 @@ class ReduceOps:
     def sum(self, dim=None, keepdim: bool = False):
         """Returns the sum over `dim` (an int or a tuple; all dims if None); keepdim keeps reduced
         dims as size 1, like torch.sum."""
-        axes = norm_dims("sum", dim, self.ndim)
-        shape = self.shape
-        out = np.asarray(self.data.sum(axis=axes, keepdims=keepdim))
-
-        def backward(g):
-            if not keepdim and axes is not None:
-                g = np.expand_dims(g, axes)
-            return (np.broadcast_to(g, shape),)
-        return self._make(out, "sum", (self,), backward)
+        return self._apply(sum_op, "sum", (self,), norm_dims("sum", dim, self.ndim), keepdim)
 
     def mean(self, dim=None, keepdim: bool = False):
         """Returns the mean over `dim` (an int or a tuple; all dims if None); keepdim keeps reduced
@@ -60,16 +51,7 @@ class ReduceOps:
         axes = norm_dims("max", dim, self.ndim)
         if self.data.size == 0:
             raise ValueError(f"max: cannot reduce an empty tensor of shape {self.shape}")
-        x = self.data
-        out_keep = x.max(axis=axes, keepdims=True)
-        out = out_keep if keepdim else np.asarray(x.max(axis=axes))
-
-        def backward(g):
-            if not keepdim and axes is not None:
-                g = np.expand_dims(g, axes)
-            hit = (x == out_keep)
-            return (g * hit / hit.sum(axis=axes, keepdims=True),)
-        return self._make(out, "max", (self,), backward)
+        return self._apply(amax_op, "max", (self,), axes, keepdim)
 
     def max(self, dim=None, keepdim: bool = False):
         """Like torch.max: over all elements a tensor; with `dim`, (values, indices)."""
@@ -87,33 +69,61 @@ class ReduceOps:
     def argmax(self, dim=None, keepdim: bool = False):
         """Returns the index of the max along `dim` (of the flattened tensor if None) as an int64
         tensor without grad, like torch.argmax."""
-        if dim is None:
-            return tensor.Tensor(np.asarray(self.data.argmax()))
-        d = norm_dim("argmax", dim, self.ndim)
-        return tensor.Tensor(np.argmax(self.data, axis=d, keepdims=keepdim))
+        d = None if dim is None else norm_dim("argmax", dim, self.ndim)
+        return self._unrecorded(argmax_op, "argmax", (self,), d, keepdim)
 
     def argmin(self, dim=None, keepdim: bool = False):
         """Returns the index of the min along `dim` (of the flattened tensor if None) as an int64
         tensor without grad, like torch.argmin."""
-        if dim is None:
-            return tensor.Tensor(np.asarray(self.data.argmin()))
-        d = norm_dim("argmin", dim, self.ndim)
-        return tensor.Tensor(np.argmin(self.data, axis=d, keepdims=keepdim))
+        d = None if dim is None else norm_dim("argmin", dim, self.ndim)
+        return self._unrecorded(argmin_op, "argmin", (self,), d, keepdim)
 
     def logsumexp(self, dim=-1, keepdim: bool = False):
         """log Σ exp(x), stable: the max is subtracted first. A row of all -inf gives -inf."""
-        d = norm_dim("logsumexp", dim, self.ndim)
-        x = self.data
-        m = np.max(x, axis=d, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0)
-        with np.errstate(divide="ignore"):
-            lse_keep = np.log(np.exp(x - m).sum(axis=d, keepdims=True)) + m
-        out = lse_keep if keepdim else np.squeeze(lse_keep, d)
+        return self._apply(logsumexp_op, "logsumexp", (self,), norm_dim("logsumexp", dim, self.ndim), keepdim)
 
-        def backward(g):
-            if not keepdim:
-                g = np.expand_dims(g, d)
-            with np.errstate(invalid="ignore"):
-                p = np.exp(x - lse_keep)
-            return (g * np.nan_to_num(p, nan=0.0),)
-        return self._make(out, "logsumexp", (self,), backward)
+
+# ---------------------------------------------------------------- the ops: output, and its backward
+
+def sum_op(x, axes, keepdim):
+    def backward(g):                                      # each summed element gets the sum's gradient
+        if not keepdim and axes is not None:
+            g = np.expand_dims(g, axes)
+        return (np.broadcast_to(g, x.shape),)
+    return np.asarray(x.sum(axis=axes, keepdims=keepdim)), backward
+
+
+def amax_op(x, axes, keepdim):
+    out_keep = x.max(axis=axes, keepdims=True)
+    out = out_keep if keepdim else np.asarray(x.max(axis=axes))
+
+    def backward(g):                                      # shared equally among tied maxima
+        if not keepdim and axes is not None:
+            g = np.expand_dims(g, axes)
+        hit = (x == out_keep)
+        return (g * hit / hit.sum(axis=axes, keepdims=True),)
+    return out, backward
+
+
+def argmax_op(x, d, keepdim):
+    return (np.asarray(x.argmax()) if d is None else np.argmax(x, axis=d, keepdims=keepdim)), None
+
+
+def argmin_op(x, d, keepdim):
+    return (np.asarray(x.argmin()) if d is None else np.argmin(x, axis=d, keepdims=keepdim)), None
+
+
+def logsumexp_op(x, d, keepdim):
+    m = np.max(x, axis=d, keepdims=True)                  # log Σ eˣ = m + log Σ eˣ⁻ᵐ
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        lse_keep = np.log(np.exp(x - m).sum(axis=d, keepdims=True)) + m
+    out = lse_keep if keepdim else np.squeeze(lse_keep, d)
+
+    def backward(g):                                      # d lse/dx = softmax(x)
+        if not keepdim:
+            g = np.expand_dims(g, d)
+        with np.errstate(invalid="ignore"):
+            p = np.exp(x - lse_keep)
+        return (g * np.nan_to_num(p, nan=0.0),)
+    return out, backward
