@@ -18,15 +18,18 @@ import sys
 # the kernel modules a command compiles, and the seconds that takes on a 2-core machine (measured
 # with an empty $NUMBA_CACHE_DIR; the first evaluation of `train` compiles the decoder's kernels)
 COMPILES = {
-    "train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm", "tinygrad_lite.kernels.fused",
-                "tinygrad_lite.kernels.cross_entropy", "tinygrad_lite.kernels.embedding",
+    "train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.exp_and_max", "tinygrad_lite.kernels.layernorm",
+                "tinygrad_lite.kernels.fused", "tinygrad_lite.kernels.cross_entropy", "tinygrad_lite.kernels.embedding",
                 "tinygrad_lite.kernels.adam", "tinygrad_lite.kernels.dropout", "transformer.fast.decoder_kernel"), 70),
-    "translate": (("tinygrad_lite.kernels.softmax", "transformer.fast.decoder_kernel"), 35),
+    "translate": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.exp_and_max",
+                   "transformer.fast.decoder_kernel"), 35),
     "sample": (("transformer.fast.decoder_kernel",), 20),
-    "gpt train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.layernorm",
-                   "tinygrad_lite.kernels.attention_tiles", "tinygrad_lite.kernels.cross_entropy",
-                   "tinygrad_lite.kernels.embedding", "tinygrad_lite.kernels.adam", "tinygrad_lite.kernels.gelu"), 35),
-    "gpt sample": (("tinygrad_lite.kernels.softmax", "transformer.fast.gpt_kernel"), 20),
+    "gpt train": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.exp_and_max",
+                   "tinygrad_lite.kernels.layernorm", "tinygrad_lite.kernels.attention_tiles",
+                   "tinygrad_lite.kernels.cross_entropy", "tinygrad_lite.kernels.embedding",
+                   "tinygrad_lite.kernels.adam", "tinygrad_lite.kernels.gelu"), 35),
+    "gpt sample": (("tinygrad_lite.kernels.softmax", "tinygrad_lite.kernels.exp_and_max",
+                    "transformer.fast.gpt_kernel"), 20),
 }
 
 

@@ -46,6 +46,7 @@ def _numba_kernels(numba):
     register_jitable(inline="always")(tokens_last_into)
     register_jitable(inline="always")(_task)
     register_jitable(inline="always")(_softmax_block)
+    register_jitable(inline="always")(_softmax_grad_block)
     register_jitable(inline="always")(_nonzero_width)
     serial = functools.partial(numba.njit, cache=True, fastmath=FASTMATH)
     return SimpleNamespace(tiles_forward=_compile_forward(serial), tiles_backward=_compile_backward(serial))
@@ -141,7 +142,6 @@ def _compile_backward(serial):
         qf, kf, vf, gf, wf = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), dout.reshape(dout.size), \
             weights.reshape(weights.size)
         dqf, dkf, dvf, keepf = dq.reshape(dq.size), dk.reshape(dk.size), dv.reshape(dv.size), keep.reshape(keep.size)
-        zero = q.dtype.type(0)
         vt = np.empty(d_v * n_pad, q.dtype)                         # Vᵀ of one head, (d_v, n_pad)
         g = np.empty(T_q * n_pad, q.dtype)                          # dP = dO·Vᵀ, then dS
         dropped = np.empty(T_q * n_pad, q.dtype)                    # P̃
@@ -156,21 +156,8 @@ def _compile_backward(serial):
                     width = max(width, _nonzero_width(wf, w0 + i * n_pad, n_pad))
                 rows_product(g, i0 * n_pad, n_pad, gf, o0 + i0 * h * d_v, h * d_v, 1, d_v, vt, 0, n_pad, i1 - i0,
                              width)                                 # dO·Vᵀ
-                for i in range(i0, i1):
-                    widths[i] = width
-                    row, w_row = i * n_pad, w0 + i * n_pad
-                    dot = zero
-                    for c in range(0, width, LANES):
-                        if dropping:
-                            v_keep(g, row + c, keepf, w_row + c, keep_scale)
-                            v_copy(dropped, row + c, wf, w_row + c)
-                            v_keep(dropped, row + c, keepf, w_row + c, keep_scale)
-                        dot += v_dot(g, row + c, wf, w_row + c)
-                    for c in range(0, width, LANES):
-                        v_softmax_grad(g, row + c, wf, w_row + c, dot, scale)
-                    g[row + width:row + n_pad] = zero
-                    if dropping:
-                        dropped[row + width:row + n_pad] = zero
+                widths[i0:i1] = width
+                _softmax_grad_block(g, i0, i1, width, n_pad, wf, w0, scale, keepf, keep_scale, dropped)
                 rows_product(dqf, q0 + i0 * h * d, h * d, g, i0 * n_pad, n_pad, 1, min(width, keys), kf, k0, h * d,
                              i1 - i0, d)                            # dS·K
             mixed, m0 = (dropped, 0) if dropping else (wf, w0)
@@ -183,6 +170,28 @@ def _compile_backward(serial):
                 rows_product(dkf, k0 + j0 * h * d, h * d, g, first * n_pad + j0, 1, n_pad, queries - first, qf,
                              q0 + first * h * d, h * d, j1 - j0, d)                          # dSᵀ·Q
     return tiles_backward
+
+
+def _softmax_grad_block(g, i0, i1, width, n_pad, wf, w0, scale, keepf, keep_scale, dropped):
+    """Rows i0..i1 of g from dP = dO·Vᵀ to dS = scale·P·(dP − ⟨dP, P⟩), P the weights' rows at wf[w0 + i·n_pad];
+    with dropout (keepf not empty) dP is first multiplied by keep/(1 - p) and P̃ = P·keep/(1 - p) goes to
+    `dropped`. Both are 0 from `width` on."""
+    zero = g.dtype.type(0)
+    dropping = keepf.size > 0
+    for i in range(i0, i1):
+        row, w_row = i * n_pad, w0 + i * n_pad
+        dot = zero
+        for c in range(0, width, LANES):
+            if dropping:
+                v_keep(g, row + c, keepf, w_row + c, keep_scale)
+                v_copy(dropped, row + c, wf, w_row + c)
+                v_keep(dropped, row + c, keepf, w_row + c, keep_scale)
+            dot += v_dot(g, row + c, wf, w_row + c)
+        for c in range(0, width, LANES):
+            v_softmax_grad(g, row + c, wf, w_row + c, dot, scale)
+        g[row + width:row + n_pad] = zero
+        if dropping:
+            dropped[row + width:row + n_pad] = zero
 
 
 def _nonzero_width(weights, start, n_pad):

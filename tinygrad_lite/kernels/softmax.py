@@ -22,7 +22,8 @@ Conventions shared by the formulas and the kernels:
 * float32 and float64 are supported; outputs have the input dtype. Inputs that are not
   C-contiguous are copied once; empty arrays give empty results.
 
-The kernels compute the formulas with a vectorisable exp and rows processed in cache-sized chunks.
+The kernels compute the formulas with a vectorisable exp (kernels.exp_and_max) and rows processed in
+cache-sized chunks.
 """
 import functools
 import math
@@ -36,6 +37,7 @@ from .backend import (
     rows_of,
     threads_for,
 )
+from .exp_and_max import numba_exp_and_max, row_max, simd_exp
 
 # ---------------------------------------------------------------------------------------------
 # Preconditions and mask preparation
@@ -80,34 +82,11 @@ def _mask_by_row(additive, x_shape):
 # cache between passes, large enough that the exp pass runs as one long SIMD loop.
 CHUNK_ELEMS = 4096
 
-# exp(r) for |r| <= ln(2)/2 by its Taylor series; truncation error is below the dtype's epsilon
-# (r^14/14! < 5e-18 for float64, r^8/8! < 6e-9 for float32).
-_INV_FACTORIALS = tuple(1.0 / float(np.prod(np.arange(1, k + 1))) for k in range(14))
-_EXP_COEFFS_F64 = _INV_FACTORIALS
-_EXP_COEFFS_F32 = tuple(np.float32(c) for c in _INV_FACTORIALS[:8])
-_LOG2E = 1.4426950408889634
-# ln(2) split so that n * _LN2_HI is exact (Cody-Waite range reduction).
-_LN2_HI_F64, _LN2_LO_F64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-_LN2_HI_F32, _LN2_LO_F32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
-_ROUNDING_SHIFT_F64, _ROUNDING_SHIFT_F32 = 1.5 * 2.0**52, np.float32(1.5 * 2.0**23)
-_ROUNDING_SHIFT_BITS_F64 = np.int64(np.float64(_ROUNDING_SHIFT_F64).view(np.int64))
-_ROUNDING_SHIFT_BITS_F32 = np.int32(_ROUNDING_SHIFT_F32.view(np.int32))
 
-
-# Stubs that only name the helpers and per-chunk bodies: Numba compiles the bodies registered
-# with @overload below. Kernels reach helpers through module-level names like these rather than
-# closure variables, because Numba keys its on-disk cache on the pickled closure, which would
-# change from run to run if it held jit functions.
-
-def simd_exp(x):
-    """exp that LLVM can vectorise (libm's exp is a scalar call)."""
-    return np.exp(x)
-
-
-def row_max(a, r):
-    """max of row r of 2-D a, skipping NaNs after the first element."""
-    return max(a[r])
-
+# Stubs that only name the per-chunk bodies: Numba compiles the bodies registered with @overload
+# below. Kernels reach them through module-level names like these rather than closure variables,
+# because Numba keys its on-disk cache on the pickled closure, which would change from run to run
+# if it held jit functions.
 
 def _chunking(n_rows, n_cols):
     """(rows per chunk, number of chunks) for chunks of about CHUNK_ELEMS elements."""
@@ -138,152 +117,20 @@ def _log_softmax_backward_rows(y, dy, dx):
 @lazy_kernels
 def _numba_kernels(numba):
     """Compile-on-first-use Numba kernels; returns a namespace of them."""
-    from numba.core import types
-    from numba.extending import overload, register_jitable
+    from numba.extending import register_jitable
 
-    casts = _bit_casts(numba)
-    exp_f32, exp_f64 = _compile_exp(numba, casts)
-
-    @overload(simd_exp, jit_options={"fastmath": {"contract"}})
-    def _simd_exp_typed(x):
-        if x == types.float32:
-            return lambda x: exp_f32(x)
-        if x == types.float64:
-            return lambda x: exp_f64(x)
-        return None
-
+    exps = numba_exp_and_max()
     register_jitable(_chunking)
-    _register_row_max(numba, casts)
     _register_softmax_rows(numba)
     _register_log_softmax_rows(numba)
-    return SimpleNamespace(**_compile_drivers(numba), exp_f32=exp_f32, exp_f64=exp_f64)
+    _register_log_softmax_backward_rows(numba)
+    return SimpleNamespace(**_compile_drivers(numba), exp_f32=exps.exp_f32, exp_f64=exps.exp_f64)
 
 
 def register_numba() -> None:
-    """Compile this module's kernels on first use, registering simd_exp and row_max as Numba functions that
-    kernels elsewhere inline (transformer/fast/decoder_kernel.py)."""
+    """Compile this module's kernels on first use, registering simd_exp and row_max (kernels.exp_and_max)
+    as Numba functions that kernels elsewhere inline (transformer/fast/decoder_kernel.py)."""
     _numba_kernels()
-
-
-def _bit_casts(numba):
-    """Intrinsics reinterpreting a float's bits as an int and back (free in machine code)."""
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    def bitcast(name, from_type, to_type, to_ir):
-        def typer(typingctx, value):
-            def codegen(context, builder, signature, args):
-                return builder.bitcast(args[0], to_ir)
-            return to_type(from_type), codegen
-        typer.__name__ = name
-        return intrinsic(typer)
-
-    return SimpleNamespace(
-        float64_from_bits=bitcast("float64_from_bits", types.int64, types.float64, ir.DoubleType()),
-        bits_of_float64=bitcast("bits_of_float64", types.float64, types.int64, ir.IntType(64)),
-        float32_from_bits=bitcast("float32_from_bits", types.int32, types.float32, ir.FloatType()),
-        bits_of_float32=bitcast("bits_of_float32", types.float32, types.int32, ir.IntType(32)))
-
-
-def _compile_exp(numba, casts):
-    """(exp_f32, exp_f64): exp written out, so that LLVM can vectorise the exp pass.
-
-    exp(x) = 2^n * exp(r) with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2].
-    Adding 1.5 * 2^52 (2^23 for float32) rounds x / ln 2 to an integer held in the low bits of
-    the sum, so n is read from those bits without a float->int conversion. 2^n is built from its
-    bit pattern and applied in two halves, so that subnormal results and overflow to inf come
-    out right. max/min return their first argument when the other is NaN (Python's rule, which
-    Numba follows), so a NaN x passes the clamps and makes the result NaN. Below the float's
-    underflow (e^x rounds to 0: masked -inf logits) the polynomial runs on 0 and the result is
-    set to 0: the same value, without multiplications by subnormals (slow on x86; a masked
-    attention tile took 1.5x longer to exponentiate).
-    """
-    njit = functools.partial(numba.njit, cache=True)
-    float64_from_bits, bits_of_float64 = casts.float64_from_bits, casts.bits_of_float64
-    float32_from_bits, bits_of_float32 = casts.float32_from_bits, casts.bits_of_float32
-
-    @njit(fastmath={"contract"})
-    def exp_f64(x):
-        underflow = x < -746.0
-        x = 0.0 if underflow else min(x, 710.0)
-        shifted = x * _LOG2E + _ROUNDING_SHIFT_F64
-        n = shifted - _ROUNDING_SHIFT_F64
-        r = (x - n * _LN2_HI_F64) - n * _LN2_LO_F64
-        c = _EXP_COEFFS_F64
-        p = c[13]
-        for k in range(12, -1, -1):
-            p = p * r + c[k]
-        n_int = bits_of_float64(shifted) - _ROUNDING_SHIFT_BITS_F64
-        half = n_int >> 1
-        rest = n_int - half
-        value = p * float64_from_bits((half + 1023) << 52) * float64_from_bits((rest + 1023) << 52)
-        return 0.0 if underflow else value
-
-    @njit(fastmath={"contract"})
-    def exp_f32(x):
-        underflow = x < np.float32(-104.0)
-        x = np.float32(0.0) if underflow else min(x, np.float32(89.0))
-        shifted = x * np.float32(_LOG2E) + _ROUNDING_SHIFT_F32
-        n = shifted - _ROUNDING_SHIFT_F32
-        r = (x - n * _LN2_HI_F32) - n * _LN2_LO_F32
-        c = _EXP_COEFFS_F32
-        p = c[7]
-        for k in range(6, -1, -1):
-            p = p * r + c[k]
-        n_int = bits_of_float32(shifted) - _ROUNDING_SHIFT_BITS_F32
-        half = np.int32(n_int >> 1)
-        rest = np.int32(n_int - half)
-        value = p * float32_from_bits(np.int32((half + 127) << 23)) * float32_from_bits(np.int32((rest + 127) << 23))
-        return np.float32(0.0) if underflow else value
-
-    return exp_f32, exp_f64
-
-
-def _register_row_max(numba, casts):
-    """Compile row_max.
-
-    Short rows: four running maxima instead of one, so the compares of a row do not wait on each
-    other. Long rows: compare the floats' bit patterns as integers, which LLVM turns into SIMD
-    max instructions (it cannot for float compares that must respect NaN). Flipping the
-    magnitude bits of negative numbers makes the integer order match the float order. Either
-    way max skips a NaN z (unless it comes first); the NaN still reaches every output of its row
-    through exp(z - top) and the row sum.
-    """
-    from numba.core import types
-    from numba.extending import overload
-
-    @overload(row_max)
-    def _row_max_typed(a, r):
-        if a.dtype == types.float32:
-            to_bits, from_bits, int_type = casts.bits_of_float32, casts.float32_from_bits, np.int32
-        else:
-            to_bits, from_bits, int_type = casts.bits_of_float64, casts.float64_from_bits, np.int64
-        sign_shift = int_type(8 * np.dtype(int_type).itemsize - 1)
-        magnitude = int_type(np.iinfo(int_type).max)
-
-        @numba.njit(inline="always")
-        def ordered(bits):
-            return bits ^ ((bits >> sign_shift) & magnitude)
-
-        def row_max_of(a, r):
-            n = a.shape[1]
-            if n >= 64:
-                key = ordered(to_bits(a[r, 0]))
-                for j in range(1, n):
-                    key = max(key, ordered(to_bits(a[r, j])))
-                return from_bits(ordered(key))
-            m0 = m1 = m2 = m3 = a[r, 0]
-            full = n - n % 4
-            for j in range(0, full, 4):
-                m0 = max(m0, a[r, j])
-                m1 = max(m1, a[r, j + 1])
-                m2 = max(m2, a[r, j + 2])
-                m3 = max(m3, a[r, j + 3])
-            for j in range(full, n):
-                m0 = max(m0, a[r, j])
-            return max(max(m0, m1), max(m2, m3))
-        return row_max_of
 
 
 # Chunk bodies. Rows arrive as views indexed from 0, so LLVM can prove indices non-negative and
@@ -338,7 +185,7 @@ def _register_softmax_rows(numba):
 
 
 def _register_log_softmax_rows(numba):
-    """Compile _log_softmax_rows and _log_softmax_backward_rows.
+    """Compile _log_softmax_rows.
 
     log_softmax keeps its two subtractions apart, (x - max) - log(sum): folding max + log(sum)
     into one offset first would round it to the precision of max, which costs float32 results
@@ -369,6 +216,11 @@ def _register_log_softmax_rows(numba):
                     for j in range(n):
                         out[r, j] -= log_total
         return log_softmax_rows
+
+
+def _register_log_softmax_backward_rows(numba):
+    """Compile _log_softmax_backward_rows: the exps go to dx first, then dx = dy - exps * sum(dy)."""
+    from numba.extending import overload
 
     @overload(_log_softmax_backward_rows, jit_options={"fastmath": FASTMATH})
     def _log_softmax_backward_rows_typed(y, dy, dx):
