@@ -178,6 +178,11 @@ class Capture:
         self.prologue.append(f"if bool({value.var}) is not {taken}: return FALLBACK")
         return taken
 
+    @staticmethod
+    def is_traced(value) -> bool:
+        """Whether `value` is a stand-in of this capture (tensor.as_array passes it on as it is)."""
+        return isinstance(value, Traced)
+
     def tensor_data(self, data):
         """Tensor(data) while capturing: an input's stand-in becomes the tensor's data (so its ops read
         the input at each replay); a tensor's values refuse; anything else is None (made as usual)."""

@@ -1,0 +1,208 @@
+"""The step compiler against eager mode: the same training step, side by side in one process.
+
+    python bench/compiled_step.py                        # 1 thread: mlp, gpt, tiny, small
+    python bench/compiled_step.py --workloads gpt --repeats 9 --json out.jsonl
+    python bench/compiled_step.py --quick                # seconds
+
+Each workload builds one model twice from the same seed, one for each side, and steps both on the same
+batches: "eager" calls the step function as a learner's loop does; "compiled" calls
+`tinygrad_lite.compiler.compile(step)`, which captures it once and then replays the plan (no Tensor,
+graph or check per op). Before timing, both sides run the same steps and the script checks that their
+losses and weights agree bit for bit ("bit-exact"). Sides alternate repeat by repeat (train_throughput's
+`alternate`); the table gives the median time per step and eager/compiled (> 1: the compiled step is faster).
+
+The translator's step decides from the batch's values whether to skip <pad> rows (TRICKS.skip_padding),
+a branch a plan cannot take both ways, so its compiled side runs with that trick off, and the table
+gives eager with the trick off as well: "eager, no skip" / "compiled" is what replaying alone gains.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_throughput import CLOCKS, CONFIGS, QUICK, alternate, append_json, markdown, median, random_batches, start  # noqa: E402,E501
+
+WORKLOADS = ("mlp", "gpt", "tiny", "small")
+
+
+def mlp(quick: bool):
+    """A 784-256-10 MLP (ReLU, cross-entropy) on random digits-shaped batches, SGD with momentum."""
+    import tinygrad_lite as tl
+    from tinygrad_lite import nn
+    from tinygrad_lite.nn import functional as F
+    from tinygrad_lite.optim import SGD
+
+    def build():
+        tl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+        opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, step
+    r = np.random.default_rng(0)
+    rows = 16 if quick else 64
+    data = [(tl.Tensor(r.standard_normal((rows, 784)).astype(np.float32)), r.integers(0, 10, rows)) for _ in range(8)]
+    return build, data
+
+
+def gpt(quick: bool):
+    """nanoGPT's CPU recipe (bench/gpt.py: 4 layers, 4 heads, 128 wide, block 64, batch 12), AdamW, clip 1."""
+    from gpt import ADAMW, BATCH, CLIP, QUICK_BATCH, RECIPE
+    from gpt import QUICK as QUICK_GPT
+
+    import tinygrad_lite as tl
+    from tinygrad_lite.optim import AdamW, clip_grad_norm_
+    from transformer.gpt import GPT, GPTConfig
+
+    shape = QUICK_GPT if quick else RECIPE
+    batch = QUICK_BATCH if quick else BATCH
+
+    def build():
+        tl.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=65, **shape))
+        params = list(model.parameters())
+        decay = [p for p in params if p.ndim >= 2]
+        keep = [p for p in params if p.ndim < 2]
+        opt = AdamW([{"params": decay, "weight_decay": ADAMW["weight_decay"]}, {"params": keep, "weight_decay": 0.0}],
+                    lr=ADAMW["lr"], betas=ADAMW["betas"])
+
+        def step(x, y):
+            loss = model.loss(x, y)
+            opt.zero_grad()
+            loss.backward()
+            clip_grad_norm_(params, CLIP)
+            opt.step()
+            return loss
+        return model, step
+    r = np.random.default_rng(0)
+    T = shape["block_size"]
+    data = [(r.integers(0, 65, (batch, T)), r.integers(0, 65, (batch, T))) for _ in range(8)]
+    return build, data
+
+
+def translator(name: str):
+    def workload(quick: bool):
+        """The encoder-decoder's training step of bench/train_throughput.py (Adam, label smoothing 0.1)."""
+        from train_throughput import build_ours
+
+        import tinygrad_lite as tl
+        from tinygrad_lite.optim import Adam
+        from transformer.train import teacher_forcing_loss
+        cfg = QUICK if quick else CONFIGS[name]
+
+        def build():
+            model = build_ours(cfg)
+            opt = Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+            def step(src, tgt_in, tgt_out):
+                loss = teacher_forcing_loss(model, src, tgt_in, tgt_out, 0.1)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                return loss
+            return model, step
+        data = [(b.src, b.tgt_in, b.tgt_out) for b in random_batches(cfg, 8)]
+        tl.manual_seed(0)
+        return build, data
+    return workload
+
+
+BUILDERS = {"mlp": mlp, "gpt": gpt, "tiny": translator("tiny"), "small": translator("small")}
+
+
+def bit_exact(build, data, steps: int, plain_tricks) -> bool:
+    """Whether eager and compiled runs of `steps` steps from the same seed end with identical weights."""
+    import tinygrad_lite as tl
+    from tinygrad_lite.compiler import compile
+    with plain_tricks():
+        tl.manual_seed(1)
+        eager_model, eager = build()
+        tl.manual_seed(1)
+        compiled_model, compiled = build()
+        compiled = compile(compiled)
+        tl.manual_seed(2)
+        for i in range(steps):
+            eager(*data[i % len(data)])
+        tl.manual_seed(2)
+        for i in range(steps):
+            compiled(*data[i % len(data)])
+    return all(np.array_equal(a.data, b.data) for a, b in zip(eager_model.parameters(), compiled_model.parameters()))
+
+
+def sides(name: str, build) -> dict:
+    """{side: step(batch)}: eager, (for the translator) eager without padding skips, and compiled."""
+    from tinygrad_lite import fast
+    from tinygrad_lite.compiler import compile
+    out = {}
+    _, eager = build()
+    out["eager"] = lambda batch: float(eager(*batch).data)
+    translator_step = name in ("tiny", "small")
+    if translator_step:
+        _, eager_plain = build()
+
+        def eager_no_skip(batch):
+            with fast.tricks_off("skip_padding"):
+                return float(eager_plain(*batch).data)
+        out["eager, no skip"] = eager_no_skip
+    _, step = build()
+    compiled = compile(step)
+
+    def compiled_side(batch):
+        if translator_step:
+            with fast.tricks_off("skip_padding"):
+                return float(compiled(*batch).data)
+        return float(compiled(*batch).data)
+    out["compiled"] = compiled_side
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {WORKLOADS}")
+    parser.add_argument("--steps", type=int, default=5, help="steps per timed sample")
+    parser.add_argument("--repeats", type=int, default=7, help="samples per side")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
+    parser.add_argument("--quick", action="store_true", help="tiny shapes, 1 repeat: a smoke run")
+    parser.add_argument("--json", help="append one JSON row per workload to this file")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    threads = args.threads
+    start(parser, threads)
+    from tinygrad_lite import fast
+    rows = []
+    for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
+        if name not in BUILDERS:
+            parser.error(f"--workloads: unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+        build, data = BUILDERS[name](args.quick)
+        plain_tricks = (lambda: fast.tricks_off("skip_padding")) if name in ("tiny", "small") else fast.tricks_on
+        exact = bit_exact(build, data, 3, plain_tricks)
+        steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
+        samples = alternate(sides(name, build), data, steps, repeats, clock=CLOCKS[args.clock])
+        ms = {side: 1e3 * median(times) for side, times in samples.items()}
+        base = ms.get("eager, no skip", ms["eager"])
+        row = {"workload": name, "threads": threads, "clock": args.clock, "bit_exact": exact,
+               **{f"{side} ms": round(v, 3) for side, v in ms.items()},
+               "eager/compiled": round(ms["eager"] / ms["compiled"], 3),
+               "same-trick eager/compiled": round(base / ms["compiled"], 3)}
+        rows.append(row)
+        append_json(args.json, row)
+        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
+    header = ["workload", "bit-exact", "eager ms", "eager, no skip ms", "compiled ms", "eager/compiled",
+              "same-trick eager/compiled"]
+    print(markdown(header, [[r["workload"], "yes" if r["bit_exact"] else "NO", r["eager ms"],
+                             r.get("eager, no skip ms", "-"), r["compiled ms"], r["eager/compiled"],
+                             r["same-trick eager/compiled"]] for r in rows]))
+
+
+if __name__ == "__main__":
+    main()
