@@ -321,12 +321,12 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
     def detach(self) -> "Tensor":
         """Returns a new tensor on the same data, outside the graph (no grad), like
         torch.Tensor.detach."""
-        return Tensor(self.data)
+        return self._unrecorded(detach_op, "detach", (self,))
 
     def clone(self) -> "Tensor":
         """Returns a copy of the data that stays in the graph (gradients flow back), like
         torch.clone."""
-        return self._make(self.data.copy(), "clone", (self,), lambda g: (g,))
+        return self._apply(clone_op, "clone", (self,))
 
     def contiguous(self) -> "Tensor":
         """Returns self: NumPy handles any memory layout (kept so PyTorch code runs)."""
@@ -338,8 +338,7 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
         dtype = np.dtype(dtype)
         if dtype == self.dtype:
             return self
-        src = self.dtype
-        return self._make(self.data.astype(dtype), "cast", (self,), lambda g: (g.astype(src),))
+        return self._apply(cast_op, "cast", (self,), dtype)
 
     def float(self):
         """Returns the tensor as float32 (in the graph), like torch.Tensor.float."""
@@ -351,7 +350,7 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
 
     def long(self):
         """Returns an int64 copy outside the graph, like torch.Tensor.long."""
-        return Tensor(self.data.astype(np.int64))
+        return self._unrecorded(cast_op, "cast", (self,), np.dtype(np.int64))
 
     def __bool__(self):
         """bool(t) of a one-element tensor; a larger tensor is ambiguous and raises, as in
@@ -396,18 +395,32 @@ class Tensor(UnaryOps, BinaryOps, ReduceOps, MovementOps, NNOps):
                 raise TypeError(f"{op}: mixing dtypes {a} and {b} would silently give float64; "
                                 f"convert one side first with .float() or .double()")
             if a in FLOAT_DTYPES and b.kind in "iub":
-                return Tensor(t.data.astype(a))
+                return t._unrecorded(cast_op, "cast", (t,), a)
         return t
 
     def _binary_inputs(self, other, op, reflected=False):
         other = self._coerce(other, op)
         if other.dtype in FLOAT_DTYPES and self.dtype.kind in "iub":
-            self_ = Tensor(self.data.astype(other.dtype))
+            self_ = self._unrecorded(cast_op, "cast", (self,), other.dtype)
             a, b = (other, self_) if reflected else (self_, other)
         else:
             a, b = (other, self) if reflected else (self, other)
         broadcast_shape(op, a.shape, b.shape)
         return a, b
+
+
+# ---------------------------------------------------------------- the ops: output, and its backward
+
+def detach_op(x):
+    return x, None
+
+
+def clone_op(x):
+    return x.copy(), lambda g: (g,)
+
+
+def cast_op(x, dtype):
+    return x.astype(dtype), lambda g: (g.astype(x.dtype),)
 
 
 # ---------------------------------------------------------------- module-level API

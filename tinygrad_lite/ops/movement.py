@@ -21,13 +21,11 @@ class MovementOps:
         """Returns the elements in a new shape (one dim may be -1), like torch.reshape. `view` is
         the same."""
         shape = shape_arg(shape)
-        src = self.shape
         try:
-            out = self.data.reshape(shape)
+            return self._apply(reshape_op, "reshape", (self,), shape)
         except ValueError:
-            raise ValueError(f"reshape: cannot reshape a tensor of shape {src} ({self.numel()} elements) "
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {self.shape} ({self.numel()} elements) "
                              f"into {shape}") from None
-        return self._make(out, "reshape", (self,), lambda g: (g.reshape(src),))
 
     view = reshape
 
@@ -48,14 +46,12 @@ class MovementOps:
         dims = tuple(norm_dim("permute", d, self.ndim) for d in dims)
         if sorted(dims) != list(range(self.ndim)):
             raise ValueError(f"permute: {dims} is not a permutation of the {self.ndim} dims")
-        inverse = tuple(np.argsort(dims))
-        return self._make(self.data.transpose(dims), "permute", (self,), lambda g: (g.transpose(inverse),))
+        return self._apply(permute_op, "permute", (self,), dims)
 
     def transpose(self, dim0: int = -2, dim1: int = -1):
         """Returns dims dim0 and dim1 swapped (the last two by default), like torch.transpose."""
         d0, d1 = norm_dim("transpose", dim0, self.ndim), norm_dim("transpose", dim1, self.ndim)
-        out = np.swapaxes(self.data, d0, d1)
-        return self._make(out, "transpose", (self,), lambda g: (np.swapaxes(g, d0, d1),))
+        return self._apply(transpose_op, "transpose", (self,), d0, d1)
 
     def t(self):
         """Returns a 2-d tensor transposed; other tensors as they are (torch.t refuses more than 2
@@ -85,12 +81,10 @@ class MovementOps:
             raise ValueError(f"expand: target {shape} has fewer dims than the tensor's {self.shape}")
         full = tuple(self.shape[i - (len(shape) - self.ndim)] if n == -1 else n for i, n in enumerate(shape))
         try:
-            out = np.broadcast_to(self.data, full)
+            return self._apply(expand_op, "expand", (self,), full)
         except ValueError:
             raise ValueError(f"expand: cannot expand shape {self.shape} to {shape}; only size-1 dims "
                              "can grow") from None
-        src = self.shape
-        return self._make(out, "expand", (self,), lambda g: (unbroadcast(g, src),))
 
     @property
     def T(self):
@@ -103,24 +97,7 @@ class MovementOps:
     def __getitem__(self, index):
         """t[index] with NumPy's basic and advanced indexing (ints, slices, None, lists, int or bool
         tensors); repeated indices add their gradients."""
-        idx = _index_arg(index)
-        try:
-            out = self.data[idx]
-        except IndexError as e:
-            raise IndexError(f"getitem: index {_describe_index(index)} is out of bounds for a tensor "
-                             f"of shape {self.shape} ({e})") from None
-        shape, dtype = self.shape, self.dtype
-        advanced = _is_advanced(idx)
-
-        def backward(g):
-            full = np.zeros(shape, dtype=dtype)
-            if advanced:
-                np.add.at(full, idx, g)
-            else:
-                full[idx] = g
-            return (full,)
-        return self._make(np.asarray(out) if not isinstance(out, np.ndarray) else out,
-                          "getitem", (self,), backward)
+        return self._apply(getitem_op, "getitem", (self,), _index_arg(index))
 
     # ------------------------------------------------------------ joining
 
@@ -136,9 +113,7 @@ class MovementOps:
             if len(s) != len(shapes[0]) or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != d):
                 raise ValueError(f"cat: shapes {shapes} must match except in dim {d}")
         check_same_dtype("cat", tensors)
-        out = np.concatenate([t.data for t in tensors], axis=d)
-        cuts = np.cumsum([s[d] for s in shapes])[:-1]
-        return tensors[0]._make(out, "cat", tuple(tensors), lambda g: tuple(np.split(g, cuts, axis=d)))
+        return tensors[0]._apply(cat_op, "cat", tuple(tensors), d)
 
     @staticmethod
     def stack(tensors, dim: int = 0):
@@ -191,13 +166,56 @@ def _index_arg(index):
     return index
 
 
+# ---------------------------------------------------------------- the ops: output, and its backward
+
+def reshape_op(x, shape):
+    return x.reshape(shape), lambda g: (g.reshape(x.shape),)
+
+
+def permute_op(x, dims):
+    return x.transpose(dims), lambda g: (g.transpose(np.argsort(dims)),)    # the inverse permutation
+
+
+def transpose_op(x, d0, d1):
+    return np.swapaxes(x, d0, d1), lambda g: (np.swapaxes(g, d0, d1),)
+
+
+def expand_op(x, shape):
+    return np.broadcast_to(x, shape), lambda g: (unbroadcast(g, x.shape),)
+
+
+def getitem_op(x, idx):
+    """x[idx]; its backward puts the gradient back where the elements came from, adding at repeated
+    indices (np.add.at) when idx holds arrays (NumPy's advanced indexing)."""
+    try:
+        out = x[idx]
+    except IndexError as e:
+        raise IndexError(f"getitem: index {_describe_index(idx)} is out of bounds for a tensor "
+                         f"of shape {x.shape} ({e})") from None
+
+    def backward(g):
+        full = np.zeros(x.shape, dtype=x.dtype)
+        if _is_advanced(idx):
+            np.add.at(full, idx, g)
+        else:
+            full[idx] = g
+        return (full,)
+    return (out if isinstance(out, np.ndarray) else np.asarray(out)), backward
+
+
+def cat_op(*args):
+    *xs, d = args
+    cuts = np.cumsum([x.shape[d] for x in xs])[:-1]
+    return np.concatenate(xs, axis=d), lambda g: tuple(np.split(g, cuts, axis=d))
+
+
 def _is_advanced(idx) -> bool:
     parts = idx if isinstance(idx, tuple) else (idx,)
     return any(isinstance(p, np.ndarray) for p in parts)
 
 
-def _describe_index(index) -> str:
-    if isinstance(index, tensor.Tensor):
-        return f"tensor(shape={index.shape}, min={index.data.min() if index.data.size else None}, " \
-               f"max={index.data.max() if index.data.size else None})"
-    return repr(index)
+def _describe_index(idx) -> str:
+    if isinstance(idx, np.ndarray):
+        return f"tensor(shape={idx.shape}, min={idx.min() if idx.size else None}, " \
+               f"max={idx.max() if idx.size else None})"
+    return repr(idx)

@@ -28,34 +28,17 @@ class NNOps:
         d = norm_dim("softmax", dim, self.ndim)
         if self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"softmax: expected a float tensor, got {self.dtype}")
-        last = d == self.ndim - 1 or self.ndim == 0
-        x = self.data if last else np.moveaxis(self.data, d, -1)
         if not math.isfinite(scale):
             raise ValueError(f"softmax: scale must be a finite number, got {scale!r}")
-        m = _mask_array("softmax", mask, self.shape, d)
-        y = softmax_forward(x.reshape(1) if x.ndim == 0 else x, scale, m).reshape(x.shape)
-
-        def backward(g):
-            gl = g if last else np.moveaxis(g, d, -1)
-            dx = softmax_backward(y, np.ascontiguousarray(gl), scale)
-            return (dx if last else np.moveaxis(dx, -1, d),)
-        name = "softmax" if m is None else "softmax (masked)"
-        return self._make(y if last else np.moveaxis(y, -1, d), name, (self,), backward)
+        m = _mask_arg("softmax", mask, self.shape)
+        return self._apply(softmax_op, "softmax" if m is None else "softmax (masked)", (self,), d, scale, m)
 
     def log_softmax(self, dim: int = -1):
         """Returns log(softmax(x)) along `dim`, computed stably, like torch.log_softmax."""
         d = norm_dim("log_softmax", dim, self.ndim)
         if self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"log_softmax: expected a float tensor, got {self.dtype}")
-        last = d == self.ndim - 1 or self.ndim == 0
-        x = self.data if last else np.moveaxis(self.data, d, -1)
-        y = log_softmax_forward(x.reshape(1) if x.ndim == 0 else x).reshape(x.shape)
-
-        def backward(g):
-            gl = g if last else np.moveaxis(g, d, -1)
-            dx = log_softmax_backward(y, np.ascontiguousarray(gl))
-            return (dx if last else np.moveaxis(dx, -1, d),)
-        return self._make(y if last else np.moveaxis(y, -1, d), "log_softmax", (self,), backward)
+        return self._apply(log_softmax_op, "log_softmax", (self,), d)
 
     # ------------------------------------------------------------ dropout and layer_norm
 
@@ -67,9 +50,8 @@ class NNOps:
             return self
         if p == 1:
             return self * 0.0
-        keep = dropout_keep_mask(self.shape, p)
         scale = self.dtype.type(1.0 / (1.0 - p)) if self.dtype in FLOAT_DTYPES else 1.0 / (1.0 - p)
-        return self._make(self.data * keep * scale, "dropout", (self,), lambda g: (g * keep * scale,))
+        return self._apply(dropout_op, "dropout", (self,), p, scale)
 
     def layer_norm(self, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
         """LayerNorm over the trailing `normalized_shape` dims, biased variance (as PyTorch)."""
@@ -92,81 +74,59 @@ class NNOps:
                     raise TypeError(f"layer_norm: {name} is {t.dtype} but the input is "
                                     f"{self.dtype}; pass both in one dtype")
                 parents += (t,)
-        feat = math.prod(normalized_shape)
-        x2 = self.data.reshape(-1, feat)
-        gamma = None if weight is None else weight.data if k == 1 else weight.data.reshape(feat)
-        beta = None if bias is None else bias.data if k == 1 else bias.data.reshape(feat)
-        y, mean, rstd = layernorm_forward(x2, gamma, beta, eps)
-
-        def backward(g):
-            dx, dgamma, dbeta = layernorm_backward(np.ascontiguousarray(g.reshape(-1, feat)), x2, gamma, mean, rstd)
-            grads = [dx.reshape(shape)]
-            if weight is not None:
-                grads.append(dgamma.reshape(normalized_shape))
-            if bias is not None:
-                grads.append(dbeta.reshape(normalized_shape) if dbeta is not None
-                             else g.reshape(-1, feat).sum(0).reshape(normalized_shape))
-            return tuple(grads)
-        return self._make(y.reshape(shape), "layer_norm", parents, backward)
+        return self._apply(layer_norm_op, "layer_norm", parents, normalized_shape, eps, weight is not None,
+                           bias is not None)
 
     # ------------------------------------------------------------ selecting
 
     def gather(self, dim: int, index):
         """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather semantics)."""
         d = norm_dim("gather", dim, self.ndim)
-        idx = tensor.as_array(index)
+        idx = _array_arg(index)
         if idx.dtype.kind not in "iu":
             raise TypeError(f"gather: index must be an integer tensor, got {idx.dtype}")
         if idx.ndim != self.ndim:
             raise ValueError(f"gather: index has {idx.ndim} dims, the input {self.ndim} (shape {self.shape})")
-        n = self.shape[d]
-        if idx.size and (idx.min() < -n or idx.max() >= n):
-            raise IndexError(f"gather: index values must be in [{-n}, {n - 1}] along dim {d} of shape "
-                             f"{self.shape}, got min {idx.min()} max {idx.max()}")
-        out = np.take_along_axis(self.data, idx, axis=d)
-        shape, dtype = self.shape, self.dtype
-
-        def backward(g):
-            full = np.zeros(shape, dtype=dtype)
-            grid = list(np.indices(idx.shape, sparse=True))
-            grid[d] = idx
-            np.add.at(full, tuple(grid), g)
-            return (full,)
-        return self._make(out, "gather", (self,), backward)
+        return self._apply(gather_op, "gather", (self,), idx, d)
 
     def masked_fill(self, mask, value):
         """Set entries where `mask` is True to `value` (mask broadcasts to the tensor)."""
-        m = tensor.as_array(mask)
+        m = _array_arg(mask)
         if m.dtype != np.bool_:
             raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
         broadcast_shape("masked_fill", self.shape, m.shape)
         if np.broadcast_shapes(self.shape, m.shape) != self.shape:
             raise ValueError(f"masked_fill: mask of shape {m.shape} would grow the tensor of shape {self.shape}")
-        out = np.where(m, np.asarray(value, dtype=self.dtype), self.data)
-        return self._make(out, "masked_fill", (self,), lambda g: (np.where(m, 0, g).astype(g.dtype),))
+        return self._apply(masked_fill_op, "masked_fill", (self,), m, value)
 
     @staticmethod
     def where(condition, x, y):
         """x where condition is True, else y; all three broadcast."""
-        c = tensor.as_array(condition)
+        c = _array_arg(condition)
         if c.dtype != np.bool_:
             raise TypeError(f"where: condition must be bool, got {c.dtype}")
         if not isinstance(x, tensor.Tensor):
             x = (y if isinstance(y, tensor.Tensor) else tensor.Tensor(0.0))._coerce(x, "where")
         y = x._coerce(y, "where")
         broadcast_shape("where", c.shape, x.shape, y.shape)
-        out = np.where(c, x.data, y.data)
-        return x._make(out, "where", (x, y),
-                       lambda g: (unbroadcast(np.where(c, g, 0).astype(g.dtype), x.shape),
-                                  unbroadcast(np.where(c, 0, g).astype(g.dtype), y.shape)))
+        return x._apply(where_op, "where", (x, y), c)
 
 
-def _mask_array(op, mask, shape, d):
-    """The mask as an array laid out like the input with `d` moved last; it may broadcast
-    to the input's shape but never grow it."""
+def _array_arg(value):
+    """An index or mask argument as an array: a Tensor's data, else as_array(value). A captured step's
+    input (an array's stand-in: it has a dtype but is no NumPy value) passes as it is, for the op to read."""
+    if isinstance(value, tensor.Tensor):
+        return value.data
+    if isinstance(value, (np.ndarray, np.generic)) or not hasattr(value, "dtype"):
+        return tensor.as_array(value)
+    return value
+
+
+def _mask_arg(op, mask, shape):
+    """The mask as an array; it may broadcast to the input's shape but never grow it."""
     if mask is None:
         return None
-    m = tensor.as_array(mask)
+    m = _array_arg(mask)
     if m.dtype != np.bool_ and m.dtype.kind != "f":
         raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
                         f"logits, -inf = masked), got dtype {m.dtype}")
@@ -176,9 +136,92 @@ def _mask_array(op, mask, shape, d):
         raise ValueError(f"{op}: mask of shape {m.shape} cannot broadcast to the input's shape {shape}") from None
     if bshape != shape:
         raise ValueError(f"{op}: mask of shape {m.shape} would grow the input's shape {shape}")
-    if d != len(shape) - 1 and len(shape) > 0:
-        m = np.moveaxis(np.broadcast_to(m, shape), d, -1)
     return m
+
+
+# ---------------------------------------------------------------- the ops: output, and its backward
+
+def softmax_op(x, d, scale, mask):
+    """softmax_forward over dim d: d is moved last (and the mask, broadcast to x, with it), and back."""
+    last = d == x.ndim - 1 or x.ndim == 0
+    if not last:
+        if mask is not None:
+            mask = np.moveaxis(np.broadcast_to(mask, x.shape), d, -1)
+        x = np.moveaxis(x, d, -1)
+    y = softmax_forward(x.reshape(1) if x.ndim == 0 else x, scale, mask).reshape(x.shape)
+
+    def backward(g):
+        gl = g if last else np.moveaxis(g, d, -1)
+        dx = softmax_backward(y, np.ascontiguousarray(gl), scale)
+        return (dx if last else np.moveaxis(dx, -1, d),)
+    return (y if last else np.moveaxis(y, -1, d)), backward
+
+
+def log_softmax_op(x, d):
+    last = d == x.ndim - 1 or x.ndim == 0
+    x = x if last else np.moveaxis(x, d, -1)
+    y = log_softmax_forward(x.reshape(1) if x.ndim == 0 else x).reshape(x.shape)
+
+    def backward(g):
+        gl = g if last else np.moveaxis(g, d, -1)
+        dx = log_softmax_backward(y, np.ascontiguousarray(gl))
+        return (dx if last else np.moveaxis(dx, -1, d),)
+    return (y if last else np.moveaxis(y, -1, d)), backward
+
+
+def dropout_op(x, p, scale):
+    """The keep mask is drawn here, from the engine's rng, so each run of the op draws a fresh one."""
+    keep = dropout_keep_mask(x.shape, p)
+    return x * keep * scale, lambda g: (g * keep * scale,)
+
+
+def layer_norm_op(x, *rest):
+    """layernorm_forward over the trailing normalized_shape dims, flattened into one: x is
+    (rows, feat) there. The parents are x, then weight and bias when given."""
+    *params, normalized_shape, eps, has_weight, has_bias = rest
+    weight = params[0] if has_weight else None
+    bias = params[-1] if has_bias else None
+    k, shape = len(normalized_shape), x.shape
+    feat = math.prod(normalized_shape)
+    x2 = x.reshape(-1, feat)
+    gamma = None if weight is None else weight if k == 1 else weight.reshape(feat)
+    beta = None if bias is None else bias if k == 1 else bias.reshape(feat)
+    y, mean, rstd = layernorm_forward(x2, gamma, beta, eps)
+
+    def backward(g):
+        dx, dgamma, dbeta = layernorm_backward(np.ascontiguousarray(g.reshape(-1, feat)), x2, gamma, mean, rstd)
+        grads = [dx.reshape(shape)]
+        if weight is not None:
+            grads.append(dgamma.reshape(normalized_shape))
+        if bias is not None:
+            grads.append(dbeta.reshape(normalized_shape) if dbeta is not None
+                         else g.reshape(-1, feat).sum(0).reshape(normalized_shape))
+        return tuple(grads)
+    return y.reshape(shape), backward
+
+
+def gather_op(x, idx, d):
+    n = x.shape[d]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise IndexError(f"gather: index values must be in [{-n}, {n - 1}] along dim {d} of shape "
+                         f"{x.shape}, got min {idx.min()} max {idx.max()}")
+
+    def backward(g):
+        full = np.zeros(x.shape, dtype=x.dtype)
+        grid = list(np.indices(idx.shape, sparse=True))
+        grid[d] = idx
+        np.add.at(full, tuple(grid), g)
+        return (full,)
+    return np.take_along_axis(x, idx, axis=d), backward
+
+
+def masked_fill_op(x, mask, value):
+    return np.where(mask, np.asarray(value, dtype=x.dtype), x), lambda g: (np.where(mask, 0, g).astype(g.dtype),)
+
+
+def where_op(x, y, c):
+    return np.where(c, x, y), lambda g: (unbroadcast(np.where(c, g, 0).astype(g.dtype), x.shape),
+                                         unbroadcast(np.where(c, 0, g).astype(g.dtype), y.shape))
 
 
 # ---------------------------------------------------------------- the formulas (NumPy, over the last axis)
