@@ -1,5 +1,5 @@
-"""The house's rules, read from the source: the floors never look up, no library file is over 700
-lines nor function over 60, no module imports or reads another package's private names, and the textbook
+"""The house's rules, read from the source: the floors never look up, no library file is over 500
+lines nor function over 50, no module imports or reads another package's private names, and the textbook
 path (docs/reading.md) holds no machinery: no Numba, ctypes or LLVM, no caches; fast paths sit
 behind `if TRICKS.<name>:` and live in tinygrad_lite/fast.py, tinygrad_lite/kernels/ and
 transformer/fast/."""
@@ -116,14 +116,50 @@ def test_no_import_circle_in_a_package(package):
     assert not circles
 
 
-def test_no_library_file_is_over_700_lines_nor_function_over_60():
-    long_files = [f"{p.relative_to(ROOT)}: {n}" for p in sources(*LIBRARY)
-                  if (n := p.read_text(encoding="utf-8").count("\n")) > 700]
-    long_functions = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}"
-                      for p in sources(*LIBRARY) for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                      and node.end_lineno - node.lineno + 1 > 60]
-    assert not long_files and not long_functions
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 50
+
+# Still over the limits while other work shrinks them, as "file" or "file function" (function_sizes' names).
+# The test fails on an entry that fits again, so remove it then: this list only shrinks.
+STILL_OVER_THE_LIMITS = {
+    "transformer/train.py",  # the training loop and its production pieces, apart
+    "transformer/gpt/training.py",  # the GPT's harness, onto the shared loop
+    "tinygrad_lite/nn/functional.py",  # functions as ops of arrays
+    "transformer/__main__.py cmd_train",  # the shared command-line toolkit
+    "transformer/decoding.py beam_search_batch",  # decoding with the key/value cache
+}
+
+
+def function_sizes(tree: ast.AST, prefix: str = ""):
+    """(qualified name, lines from its `def` to its end) of each function; a nested function counts
+    both on its own and within its parent's lines."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if not isinstance(node, ast.ClassDef):
+                yield prefix + node.name, node.end_lineno - node.lineno + 1
+            yield from function_sizes(node, f"{prefix}{node.name}.")
+        else:
+            yield from function_sizes(node, prefix)
+
+
+def over_the_limits() -> dict[str, int]:
+    """'file' -> lines and 'file function' -> lines (function as Class.method or outer.inner) of each
+    library file and function over its limit."""
+    found = {}
+    for p in sources(*LIBRARY):
+        text, name = p.read_text(encoding="utf-8"), str(p.relative_to(ROOT))
+        if text.count("\n") > MAX_FILE_LINES:
+            found[name] = text.count("\n")
+        found |= {f"{name} {function}": n for function, n in function_sizes(ast.parse(text)) if n > MAX_FUNCTION_LINES}
+    return found
+
+
+def test_no_library_file_is_over_500_lines_nor_function_over_50():
+    """Split along concepts, one to a file: the limits keep each piece readable in one sitting."""
+    found = over_the_limits()
+    new = {name: n for name, n in found.items() if name not in STILL_OVER_THE_LIMITS}
+    fits_now = STILL_OVER_THE_LIMITS - set(found)
+    assert not new, f"over {MAX_FILE_LINES} lines a file or {MAX_FUNCTION_LINES} a function: {new}"
+    assert not fits_now, f"within the limits now, remove from STILL_OVER_THE_LIMITS: {sorted(fits_now)}"
 
 
 def test_no_module_imports_another_packages_private_names():
