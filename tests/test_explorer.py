@@ -185,7 +185,7 @@ def test_every_op_of_a_step_has_its_local_rule(model):
 
 def test_every_op_the_engine_can_record_has_its_local_rule():
     source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "tinygrad_lite").rglob("*.py"))
-    named = set(re.findall(r"""_make\([^"'\n]*["']([a-z_ ()]+)["']""", source))
+    named = set(re.findall(r"""_(?:make|apply)\([^"'\n]*["']([a-z_ ()]+)["']""", source))
     named |= set(re.findall(r"""\bop = ["']([a-z_]+)["']""", source))
     named |= set(re.findall(r"""Value\([^\n]*\(self(?:, \w+)?\), ["']([^"']+)["']""", source))
     named |= {"softmax (masked)", "getitem", "**2", "**-1", "**0.5", *FAST_OPS}

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygrad_lite import Tensor
+from tinygrad_lite.tensor import as_array
 
 
 def _ids(tokens) -> np.ndarray:
-    return tokens.data if isinstance(tokens, Tensor) else np.asarray(tokens)
+    return as_array(tokens)
 
 
 def padding_mask(tokens, pad_id: int = 0) -> np.ndarray:

@@ -17,6 +17,7 @@ import numpy as np
 from tinygrad_lite import Tensor
 from tinygrad_lite.checks import head_size, positive_int, probability
 from tinygrad_lite.nn import Embedding, Linear, Module
+from tinygrad_lite.tensor import as_array
 
 from .decoder import Decoder
 from .encoder import Encoder
@@ -107,7 +108,7 @@ class Transformer(Module):
 
     # ------------------------------------------------------------ checks
     def _check_tokens(self, name: str, tokens, vocab: int) -> np.ndarray:
-        ids = tokens.data if isinstance(tokens, Tensor) else np.asarray(tokens)
+        ids = as_array(tokens)
         if ids.ndim != 2:
             raise ValueError(f"Transformer: {name} must be token ids of shape (B, T), got shape {ids.shape}")
         if ids.dtype.kind not in "iu":

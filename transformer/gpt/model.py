@@ -23,6 +23,7 @@ from tinygrad_lite import Tensor, checkpoint, no_grad
 from tinygrad_lite.checks import head_size, one_of, positive_int, probability
 from tinygrad_lite.nn import Dropout, Embedding, LayerNorm, Module, ModuleList, init
 from tinygrad_lite.nn import functional as F
+from tinygrad_lite.tensor import as_array
 
 from ..decoding import KeyValueBuffer
 from ..encoder import EncoderLayer
@@ -162,8 +163,7 @@ class GPT(Module):
     def loss(self, idx, targets, ignore_index: int = -1) -> Tensor:
         """The mean cross-entropy of the next-token predictions: targets (B, T) are idx shifted by one
         (targets[:, t] = the token after idx[:, t]); targets equal to ignore_index count for nothing."""
-        targets = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
-        shape = np.shape(idx.data if isinstance(idx, Tensor) else idx)
+        targets, shape = as_array(targets), as_array(idx).shape
         if targets.shape != tuple(shape):
             raise ValueError(f"GPT.loss: targets must have the shape of idx {tuple(shape)}, got {targets.shape}")
         logits = self(idx)                                             # (B, T, vocab_size)
@@ -172,7 +172,7 @@ class GPT(Module):
 
     def check_ids(self, idx, start: int = 0) -> np.ndarray:
         """idx as a (B, T) int array, or an error naming what is wrong with it."""
-        ids = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+        ids = as_array(idx)
         c = self.config
         if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
             raise ValueError(f"GPT: idx must be token ids of shape (B, T) with B, T >= 1, got shape {ids.shape}")
