@@ -8,10 +8,13 @@ shapes, dtypes and requires_grad, and the train/eval mode of every module the st
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .capture import Capture
 
+NAMES = re.compile(r"\b[vb]\d+\b")  # the program's arrays and backward closures (capture.py)
 FALLBACK = object()  # what replay returns when a guard sees its inputs branch another way
 
 
@@ -48,4 +51,22 @@ def _source(capture: Capture, result: str) -> str:
     body += capture.prologue
     body += capture.lines
     body.append(f"return {result}")
-    return "def replay(ARGS):\n" + "".join(f"    {line}\n" for line in body)
+    return "def replay(ARGS):\n" + "".join(f"    {line}\n" for line in _freeing(body))
+
+
+def _freeing(body: list) -> list:
+    """The body with `del` after each name's last use, so that arrays, and the backward closures that
+    hold a forward's arrays, are freed as the step goes on, as eager mode frees its graph."""
+    last = {}
+    for i, line in enumerate(body):
+        for name in NAMES.findall(line):
+            last[name] = i
+    dying = {}
+    for name, i in last.items():
+        dying.setdefault(i, []).append(name)
+    out = []
+    for i, line in enumerate(body):
+        out.append(line)
+        if i in dying and not line.startswith("return "):
+            out.append("del " + ", ".join(sorted(dying[i])))
+    return out
