@@ -87,15 +87,19 @@ def train(argv, fault=None, at_step=0):
     os.makedirs(out, exist_ok=True)
     Path(out, f"rank{dist.rank()}.pid").write_text(str(os.getpid()))
     if fault and dist.rank() == 1:
-        step = Trainer.train_step
+        build_step = Trainer.build_step
 
-        def faulty_step(self, batch):
-            if self.step + 1 == at_step:
-                if fault == "fail-at":
-                    raise RuntimeError(f"injected failure at step {at_step}")
-                time.sleep(3600)
-            return step(self, batch)
-        Trainer.train_step = faulty_step
+        def faulty_build_step(self):
+            step = build_step(self)
+
+            def faulty_step(batch):
+                if self.step + 1 == at_step:
+                    if fault == "fail-at":
+                        raise RuntimeError(f"injected failure at step {at_step}")
+                    time.sleep(3600)
+                return step(batch)
+            return faulty_step
+        Trainer.build_step = faulty_build_step
     return cli.main(["train", *argv])
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tinygrad_lite as tl
-import transformer.train as train_module
+import transformer.loop as loop_module
 from transformer.events import TrainingEvents, module_groups
 from transformer.train import TrainConfig, Trainer, TrainingDiverged, batch_loss, epoch_batches
 from transformer.translator import Translator, for_display
@@ -144,7 +144,7 @@ def test_a_nonfinite_loss_is_flagged_naming_the_op(tmp_path):
 
 
 def test_a_gradient_norm_spike_is_flagged(tmp_path, monkeypatch):
-    clip, norms = train_module.clip_grad_norm_, []
+    clip, norms = loop_module.clip_grad_norm_, []
 
     def clip_with_a_spike(parameters, max_norm):
         parameters = list(parameters)
@@ -154,7 +154,7 @@ def test_a_gradient_norm_spike_is_flagged(tmp_path, monkeypatch):
         norms.append(clip(parameters, max_norm))
         return norms[-1]
 
-    monkeypatch.setattr(train_module, "clip_grad_norm_", clip_with_a_spike)
+    monkeypatch.setattr(loop_module, "clip_grad_norm_", clip_with_a_spike)
     trainer, _ = tiny_trainer(tmp_path, max_steps=20)
     trainer.run()
     events = read_events(tmp_path)

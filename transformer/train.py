@@ -11,12 +11,15 @@ uninterrupted run ends (runs bounded by --max-steps or --epochs; --minutes depen
 Data parallel (`mpiexec -n K python -m transformer train`, tinygrad_lite.distributed): every
 rank builds the same shuffled batches and takes its own, the r-th of every K; one all-reduce
 averages the gradients, weighted by target tokens, so a step of K ranks is a step of one process
-on the K batches together. Rank 0 alone evaluates and writes files. The lines that do this are
-marked "data parallel"; with one process each is a no-op.
+on the K batches together (transformer.plugins.data_parallel). Rank 0 alone evaluates and writes
+files. The lines that do this are marked "data parallel"; with one process each is a no-op.
+
+The loop itself is transformer.loop's, shared with the GPT; Trainer is what it asks of a run (the
+batches, when to evaluate and checkpoint, how) and the step it runs, with the production pieces of
+transformer.plugins: the --minutes budget, Ctrl-C, data parallel, the divergence guard, averaging.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -32,7 +35,7 @@ from tinygrad_lite.checkpoint import unpack_arrays
 from tinygrad_lite.fast import TRICKS, padding_worth_skipping
 from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.nn.functional import cross_entropy
-from tinygrad_lite.optim import Adam, NoamLR, clip_grad_norm_
+from tinygrad_lite.optim import Adam, NoamLR
 from tinygrad_lite.threads import use_num_threads
 
 from .data import (
@@ -46,7 +49,14 @@ from .data import (
     tokenize_zh,
 )
 from .data.loaders import FormatNotDetected
+from .loop import Run, make_step, train
 from .model import Transformer
+from .plugins.averaging import WeightAverage
+from .plugins.data_parallel import DataParallel
+from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
+from .plugins.interrupt import CtrlC, Interrupted
+from .plugins.report import TrainingReport
+from .plugins.time_limit import TimeLimit
 from .time_budget import TimeBudget
 from .training_state import merge_saved_config, remove_partial_writes, restore_training_state, training_state
 from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
@@ -128,33 +138,7 @@ class Dataset:
         return max(len(s) for s in self.ids["train"][0])
 
 
-# the loss of a step against the first step's: above FAR_ABOVE times it warns, above DIVERGED it stops
-FAR_ABOVE, DIVERGED = 2.0, 10.0
 EVENTS_FILE = "events.jsonl"  # the live page's log of the run (--explore, transformer.events)
-
-
-class TrainingDiverged(FloatingPointError):
-    """The loss became NaN/Inf or rose far above where it started: the steps overshoot."""
-
-
-class TrainingReport:
-    """What the training loop tells whoever watches it. This one prints lines; the CLI's
-    transformer.progress.ProgressBar also draws the whole run's budget as one bar."""
-
-    def step(self, trainer, loss: float, tokens_per_s: float) -> None:
-        """After each step."""
-
-    def status(self, text: str) -> None:
-        """What the run does between steps (evaluating on dev, testing)."""
-
-    def write(self, text: str) -> None:
-        print(text, flush=True)
-
-    def close(self) -> None:
-        """The run is over."""
-
-    def failed(self, error: Exception) -> None:
-        """The run stops on `error` (TrainingDiverged: a NaN/Inf loss names its op)."""
 
 
 def read_pairs(path):
@@ -294,25 +278,25 @@ def evaluate_translations(translator: Translator, pairs, beam: int = 1,
             "exact_match": exact_match(hyps_norm, refs), "n": len(pairs), "hypotheses": hyps}
 
 
-class Trainer:
-    """Runs a TrainConfig. `on_eval(metrics_path)`, if given, is called after each evaluation
-    (the CLI draws loss.png with it); an error there never stops training. `report` hears of
-    every step and writes every line (TrainingReport; the CLI's draws a progress bar). Construction
-    sets the thread count (tinygrad_lite.threads.use_num_threads): cfg.threads, else 1 unless the process
-    chose otherwise; the libraries' all-core default collapses when another process holds a core.
-    It also keeps freed memory in the process (tinygrad_lite.memory): steps reuse it, no page faults."""
+class Trainer(Run):
+    """Runs a TrainConfig on the loop of transformer.loop. `on_eval(metrics_path)`, if given, is called
+    after each evaluation (the CLI draws loss.png with it); an error there never stops training.
+    `report` hears of every step and writes every line (TrainingReport; the CLI's draws a progress
+    bar). Construction sets the thread count (tinygrad_lite.threads.use_num_threads): cfg.threads,
+    else 1 unless the process chose otherwise; the libraries' all-core default collapses when another
+    process holds a core. It also keeps freed memory in the process (tinygrad_lite.memory): steps
+    reuse it, no page faults."""
 
     def __init__(self, cfg: TrainConfig, on_eval=None, report: TrainingReport | None = None):
         self.cfg = cfg
         self.report = report or TrainingReport()
-        self.start_loss, self.warned_far_above = None, False
         self.threads = use_num_threads(cfg.threads, "train")
         keep_freed_memory()
         self.on_eval = on_eval
         self.budget = TimeBudget(cfg.minutes)  # --minutes over every resumed part (transformer.time_budget)
-        self.snapshots = []       # the weights at the last `average` evaluations
         self.losses = []          # the training losses since the last evaluation
         self.steps_per_epoch = 0  # of the current epoch, once it starts
+        self.epoch_over, self.batches, self.window = False, (None, []), [0, time.perf_counter()]
         if dist.is_main():  # data parallel: rank 0 alone writes files
             os.makedirs(cfg.out, exist_ok=True)
             remove_partial_writes(cfg.out)  # what a kill in the middle of a write left
@@ -331,6 +315,8 @@ class Trainer:
             self._make_optimizer()
             if dist.is_main() and os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
+        self.evaluated_at = self.saved_at = self.step  # nothing to score or save before a first step
+        self.budget.closing = 2 if cfg.average > 1 else 1
         dist.broadcast_parameters(self.model.parameters())  # data parallel: every rank starts from rank 0's
         sources = [zh.strip() for zh, _ in self.data.splits["train"]]
         punctuated = np.mean([bool(zh) and zh[-1] in SENTENCE_END for zh in sources])
@@ -338,11 +324,22 @@ class Trainer:
                                      self.data.max_src_len, complete_punctuation=bool(punctuated >= 0.95),
                                      min_freq=cfg.min_freq)
 
+    def _make_pieces(self):
+        """The production pieces (transformer.plugins) whose state a checkpoint keeps."""
+        cfg = self.cfg
+        self.averaged = WeightAverage(cfg.average)
+        self.nonfinite = NonFiniteLoss("train", lambda: f"step {self.step + 1}",
+                                       f"try a lower --lr (now {cfg.lr:g}) or --clip (now {cfg.clip:g})",
+                                       self.rerun)
+        self.loss_watch = LossWatch(self.nonfinite, lambda text: self.report.write(text))
+
     def _make_optimizer(self):
+        self._make_pieces()
         lr = scaled_lr(self.cfg, dist.world_size())  # data parallel: K batches a step take a larger lr
         self.optimizer = Adam(self.model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.scheduler = NoamLR(self.optimizer, d_model=self.cfg.d_model, warmup=self.cfg.warmup)
         self.lr = self.scheduler.get_last_lr()[0]  # what the last step used (cool_down may lower it)
+        self.data_parallel = DataParallel(self.model.parameters(), self.budget.elapsed)
 
     def _resume(self):
         with dist.shared_file(self.checkpoint_path) as path:  # data parallel: rank 0's file, on every rank
@@ -371,65 +368,36 @@ class Trainer:
             self.scheduler.last_epoch -= 1
             self.scheduler.step()  # the same step again: the lr the next optimizer step uses
 
-    def save(self, every_rank: bool = True):
-        """Checkpoint (transformer.training_state). Data parallel: called on every rank at once,
-        which send rank 0 their random states, unless `every_rank` is False (rank 0 saves its own)."""
-        state = training_state(self, every_rank)
-        if dist.is_main():  # data parallel: rank 0 alone writes files
-            self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
+    # ------------------------------------------------------------ the step and the loop
+    def loss_of(self, batch) -> tuple[Tensor, int]:
+        return batch_loss(self.model, batch, self.cfg.label_smoothing)
 
-    def log(self, record: dict):
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-    def train_step(self, batch) -> tuple[float, int]:
-        loss, n_tokens = batch_loss(self.model, batch, self.cfg.label_smoothing)
+    def rerun(self, batch) -> None:
+        """This step's forward and backward again (NonFiniteLoss names the op that made a NaN)."""
+        loss, _ = self.loss_of(batch)
         self.optimizer.zero_grad()
         loss.backward()
-        value = loss.item()
-        if not math.isfinite(value):
-            raise TrainingDiverged(f"train: diverged: the loss became {value} at step {self.step + 1} "
-                                   f"({self.nonfinite_op(batch)}); nothing more was saved; try a lower "
-                                   f"--lr (now {self.cfg.lr}) or --clip")
-        # data parallel: the token-weighted mean of every rank's gradients (the gradient of their batches
-        # taken together) and the global batch's loss and target tokens, in one all-reduce
-        n_tokens, loss_sum, seconds = dist.all_reduce_gradients(
-            self.model.parameters(), weight=n_tokens, extra=[value * n_tokens, self.budget.elapsed()])
-        value, n_tokens = loss_sum / n_tokens, int(n_tokens)
-        self.watch_loss(value)
-        if self.cfg.clip:
-            self.grad_norm = clip_grad_norm_(self.model.parameters(), self.cfg.clip)  # before clipping
-        self.cool_down(seconds / dist.world_size())  # data parallel: the ranks' mean time, the same lr on all
-        self.optimizer.step()
-        self.scheduler.step()
+
+    def build_step(self):
+        """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the gradient norm
+        clipped at --clip; a NaN loss stops it, the ranks' gradients are averaged (data parallel), a
+        loss far above its start stops it, and the lr cools down (cool_down) at the ranks' mean time."""
+        return make_step(self.loss_of, self.model.parameters(), self.optimizer, clip=self.cfg.clip,
+                         set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
+                         scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
+
+    def train_step(self, batch) -> tuple[float, int]:
+        """One step outside the loop (benchmarks, tests): (the global batch's loss, its target tokens)."""
+        stepped = self.build_step()(batch)
         self.step += 1
-        return value, n_tokens
+        self.grad_norm = stepped.grad_norm
+        return stepped.loss, stepped.tokens
 
-    def nonfinite_op(self, batch) -> str:
-        """The op that made a NaN/Inf loss: this step's forward and backward again, under anomaly
-        mode (tinygrad_lite.autograd), which names the first op whose output or gradient holds one."""
-        try:
-            with tl.detect_anomaly():
-                loss, _ = batch_loss(self.model, batch, self.cfg.label_smoothing)
-                self.optimizer.zero_grad()
-                loss.backward()
-        except tl.AnomalyError as e:
-            return str(e)
-        return "anomaly mode found no op that makes it on a re-run (dropout differs)"
-
-    def watch_loss(self, value: float) -> None:
-        """Warn once when the loss is FAR_ABOVE times the first step's; stop above DIVERGED times,
-        before an evaluation could keep a diverged model as the best."""
-        start = self.start_loss = self.start_loss or value
-        fix = f"try a lower --lr (now {self.cfg.lr:g}) or --clip (now {self.cfg.clip:g})"
-        if value > DIVERGED * start:
-            raise TrainingDiverged(f"train: diverged: the loss became {value:.3g} at step {self.step + 1}, "
-                                   f"over {DIVERGED:g}x its start ({start:.3g}); stopped, nothing more was "
-                                   f"saved; {fix}")
-        if value > FAR_ABOVE * start and not self.warned_far_above:
-            self.warned_far_above = True
-            self.report.write(f"warning: the loss {value:.3g} at step {self.step + 1} is over {FAR_ABOVE:g}x "
-                              f"its start ({start:.3g}); if it keeps rising, {fix}")
+    def plugins(self) -> list:
+        """What a production run adds to the loop: the --minutes budget and Ctrl-C, both acted on by
+        every rank after the same step (data parallel)."""
+        agree = self.data_parallel.any_rank
+        return [TimeLimit(self.budget, agree=agree), CtrlC(agree)]
 
     def run(self) -> dict | None:
         """Train until --epochs, --max-steps or the --minutes budget ends the run. The budget covers
@@ -437,21 +405,17 @@ class Trainer:
         reserve), so the run ends with the best model on dev saved within it. A run resumed after it
         finished trains no further step: it only averages (--average) and reports again. Returns the
         final report (None on ranks other than 0)."""
-        self.budget.start()
-        with ctrl_c_between_steps():
-            try:
-                while not self.finished() and not self.out_of_time():  # (a resumed run may have no time left)
-                    if self.run_epoch():  # the time is up
-                        break
-            except TrainingDiverged as e:
-                self.report.failed(e)
-                raise
-            except KeyboardInterrupt as e:  # data parallel: Interrupted is on every rank, a second Ctrl-C on one
-                self.save(every_rank=isinstance(e, Interrupted))
-                self.report.close()
-                print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
-                      f"continue with --resume")
-                raise
+        try:
+            train(self, self.build_step(), self.plugins())
+        except TrainingDiverged as e:
+            self.report.failed(e)
+            raise
+        except KeyboardInterrupt as e:  # data parallel: Interrupted is on every rank, a second Ctrl-C on one
+            self.save(every_rank=isinstance(e, Interrupted))
+            self.report.close()
+            print(f"\ninterrupted at step {self.step}: checkpoint saved to {self.checkpoint_path}; "
+                  f"continue with --resume")
+            raise
         if not dist.is_main():  # data parallel: rank 0 alone averages, tests and reports
             return None
         self.try_average()
@@ -460,55 +424,58 @@ class Trainer:
         self.report.close()
         return report
 
+    # ------------------------------------------------------------ what the loop asks (transformer.loop.Run)
+    def epoch_batches(self) -> list:
+        """The current epoch's batches (shuffled with seed (seed, epoch)), built when it starts."""
+        epoch, batches = self.batches
+        if epoch != self.epoch:
+            K = dist.world_size()
+            batches = epoch_batches(self.data, self.cfg, self.epoch)
+            if len(batches) < K:
+                raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
+                                      f"ranks; lower --max-tokens or start fewer ranks")
+            self.batches, self.steps_per_epoch = (self.epoch, batches), len(batches) // K
+            self.window = [0, time.perf_counter()]
+        return batches
+
+    def next_batch(self):
+        K = dist.world_size()
+        while self.batch_in_epoch + K > len(self.epoch_batches()):  # (a run resumed with more ranks)
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+        return self.epoch_batches()[self.batch_in_epoch + dist.rank()]  # data parallel: rank r's is the r-th
+
+    def counted(self, stepped) -> None:
+        """The place in the epoch moves on by K batches (data parallel: one a rank); the step is reported."""
+        K, n_batches = dist.world_size(), len(self.epoch_batches())
+        self.batch_in_epoch += K
+        self.losses.append(stepped.loss)
+        self.grad_norm = stepped.grad_norm
+        self.window[0] += stepped.tokens
+        self.report.step(self, stepped.loss, self.tokens_per_s())
+        self.epoch_over = self.batch_in_epoch + K > n_batches
+        if self.epoch_over:
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+
+    def tokens_per_s(self) -> float:
+        """Target tokens a second since the last evaluation or the epoch's start."""
+        tokens, t0 = self.window
+        return tokens / max(time.perf_counter() - t0, 1e-9)
+
     def finished(self) -> bool:
         """Whether --max-steps or --epochs is reached."""
         cfg = self.cfg
         return bool(cfg.max_steps and self.step >= cfg.max_steps) or (cfg.epochs is not None
                                                                       and self.epoch >= cfg.epochs)
 
-    def run_epoch(self) -> bool:
-        """The rest of the current epoch, each step followed by its evaluation and checkpoint when
-        due (after_step); True when the time is up, else False at the epoch's end or the run's."""
-        K, rank = dist.world_size(), dist.rank()
-        batches = epoch_batches(self.data, self.cfg, self.epoch)
-        self.steps_per_epoch = len(batches) // K
-        if len(batches) < K:
-            raise TranslatorError(f"train: an epoch has {len(batches)} batch(es), fewer than the {K} "
-                                  f"ranks; lower --max-tokens or start fewer ranks")
-        tokens, t0 = 0, time.perf_counter()
-        while True:
-            if self.batch_in_epoch + K > len(batches):  # (data parallel: fewer than K batches left end the epoch)
-                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-                return False
-            value, n = self.train_step(batches[self.batch_in_epoch + rank])  # data parallel: rank r's is the r-th
-            self.batch_in_epoch += K
-            # data parallel: if any rank was interrupted or is out of time, all stop after this step
-            interrupted, out_of_time = dist.any_rank(_CTRL_C_PRESSED, self.out_of_time())
-            self.losses.append(value)
-            tokens += n
-            tokens_per_s = tokens / max(time.perf_counter() - t0, 1e-9)
-            self.report.step(self, value, tokens_per_s)
-            epoch_over = self.batch_in_epoch + K > len(batches)
-            if epoch_over:
-                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-            if self.after_step(epoch_over, out_of_time or self.finished(), tokens_per_s, len(batches)):
-                tokens, t0 = 0, time.perf_counter()
-            if interrupted:
-                raise Interrupted
-            if out_of_time or epoch_over or self.finished():
-                return out_of_time
+    def evaluation_due(self) -> bool:
+        """Every --eval-every steps (0: at each epoch's end); the loop also evaluates the last step."""
+        every = self.cfg.eval_every
+        return bool(every and self.step % every == 0) or (self.epoch_over and not every)
 
-    def after_step(self, epoch_over: bool, last: bool, tokens_per_s: float, n_batches: int) -> bool:
-        """Evaluate every --eval-every steps (0: at each epoch's end) and after the last step; then
-        checkpoint, also at each epoch's end and every --save-every steps. The checkpoint comes after
-        the step's evaluation, so a run resumed from it has nothing left to redo. True if evaluated."""
-        cfg = self.cfg
-        evaluate = last or (cfg.eval_every and self.step % cfg.eval_every == 0) or (epoch_over and not cfg.eval_every)
-        if evaluate:
-            self.evaluate(tokens_per_s, n_batches)
-        if evaluate or epoch_over or (cfg.save_every and self.step % cfg.save_every == 0):
-            self.save()
-        return bool(evaluate)
+    def checkpoint_due(self) -> bool:
+        """At each epoch's end and every --save-every steps; the loop also checkpoints each evaluation."""
+        every = self.cfg.save_every
+        return self.epoch_over or bool(every and self.step % every == 0)
 
     def out_of_time(self) -> bool:
         """Past the --minutes budget once the closing evaluation (and the averaged one) counts."""
@@ -538,6 +505,22 @@ class Trainer:
             group["lr"] = lr * scale
         self.lr = self.optimizer.param_groups[0]["lr"]
 
+    def watch_loss(self, value: float) -> None:
+        """The divergence guard on one loss (transformer.plugins.divergence.LossWatch)."""
+        self.loss_watch.watch(value)
+
+    # ------------------------------------------------------------ evaluations and files
+    def save(self, every_rank: bool = True):
+        """Checkpoint (transformer.training_state). Data parallel: called on every rank at once,
+        which send rank 0 their random states, unless `every_rank` is False (rank 0 saves its own)."""
+        state = training_state(self, every_rank)
+        if dist.is_main():  # data parallel: rank 0 alone writes files
+            self.translator.save(self.checkpoint_path, state, self.optimizer, self.scheduler)
+
+    def log(self, record: dict):
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
     def where(self, n_batches: int) -> str:
         """'step 12 (epoch 1, partial: 12/484 batches)' inside an epoch, 'step 484 (epoch 1)' at
         its end."""
@@ -553,11 +536,11 @@ class Trainer:
             return [scores["exact_match"], scores["bleu"]]
         return [scores["bleu"], scores["exact_match"]]
 
-    def evaluate(self, tokens_per_s, n_batches: int):
+    def evaluate(self):
         """Dev loss and BLEU now; keep the best model on dev; report to on_eval."""
         if dist.is_main():  # data parallel: rank 0 evaluates while the others wait
-            self._evaluate(self.losses, tokens_per_s, n_batches)
-        self.losses = []
+            self._evaluate(self.losses, self.tokens_per_s(), len(self.epoch_batches()))
+        self.losses, self.window = [], [0, time.perf_counter()]
         dist.barrier("waiting for rank 0's evaluation")
 
     def _evaluate(self, losses, tokens_per_s, n_batches: int):
@@ -580,9 +563,7 @@ class Trainer:
         record.update(seconds=round(self.budget.elapsed(), 1), eval_seconds=round(now - t0, 1),
                       cpu_seconds=round(time.process_time(), 1))
         self.log(record)
-        if self.cfg.average > 1:
-            weights = {k: v.copy() for k, v in self.model.state_dict().items()}
-            self.snapshots = [*self.snapshots, weights][-self.cfg.average:]
+        self.averaged.take(self.model)
         if key >= self.best:
             self.best = key
             self.translator.save(self.best_path, {"step": self.step, "epoch": epoch})
@@ -598,14 +579,11 @@ class Trainer:
         self.budget.note_evaluation(self.budget.clock() - t0)
 
     def try_average(self):
-        """Checkpoint averaging (the paper's §6.1 averages the last 5 or 20 checkpoints): the mean
-        of the weights at the last `average` evaluations becomes best.safetensors if it beats the
-        best single model on dev."""
-        dev = self.data.splits.get("dev") or []
-        if self.cfg.average < 2 or len(self.snapshots) < 2 or not dev:
+        """Checkpoint averaging (transformer.plugins.averaging): the mean of the weights at the last
+        --average evaluations becomes best.safetensors if it beats the best single model on dev."""
+        dev, mean = self.data.splits.get("dev") or [], self.averaged.mean()
+        if mean is None or not dev:
             return
-        mean = {k: np.mean([snap[k] for snap in self.snapshots], axis=0).astype(v.dtype)
-                for k, v in self.snapshots[-1].items()}
         model = build_model(self.cfg, self.data)
         model.load_state_dict(mean)
         model.eval()
@@ -613,17 +591,17 @@ class Trainer:
         translator = Translator(model, t.src_vocab, t.tgt_vocab, t.lowercase, t.max_train_len,
                                 t.complete_punctuation, t.min_freq)
         scores = evaluate_translations(translator, dev[: self.cfg.dev_bleu_size])
-        record = {"step": self.step, "averaged": len(self.snapshots),
+        n = len(self.averaged.snapshots)
+        record = {"step": self.step, "averaged": n,
                   "dev_loss": evaluate_loss(model, self.data, "dev", self.cfg.max_tokens),
                   "dev_bleu": scores["bleu"], "dev_exact_match": scores["exact_match"]}
         self.log(record)
         kept = self.best_key(scores) > self.best
         if kept:
             self.best = self.best_key(scores)
-            translator.save(self.best_path, {"step": self.step, "epoch": self.epoch,
-                                             "averaged": len(self.snapshots)})
+            translator.save(self.best_path, {"step": self.step, "epoch": self.epoch, "averaged": n})
         verdict = "kept as the best" if kept else "not better; not kept"
-        self.report.write(f"average of the last {len(self.snapshots)} evaluated models: "
+        self.report.write(f"average of the last {n} evaluated models: "
                           f"dev loss {record['dev_loss']:.3f}  dev BLEU {scores['bleu']:.1f}  ({verdict})")
 
     def final_report(self, seconds: float) -> dict:
@@ -637,40 +615,3 @@ class Trainer:
                 report[split] = {k: v for k, v in s.items() if k != "hypotheses"}
         report["example"] = translator.translate("这是一个苹果") if self.cfg.data is None else None
         return report
-
-
-_CTRL_C_PRESSED: list = []
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, acted on after the same step by every rank (one process: by the only one)."""
-
-
-@contextlib.contextmanager
-def ctrl_c_between_steps():
-    """Ctrl-C stops training between two steps, not inside one.
-
-    Python raises KeyboardInterrupt wherever the interpreter happens to be; inside a finalizer
-    (the graph's cleanup after backward) it is printed and dropped, and the run goes on. So inside
-    this context the first Ctrl-C only makes the yielded list non-empty, a flag that the loop
-    checks after each step; a second one interrupts at once. Leaving restores the previous
-    handler. Outside the main thread (where handlers can't be set) nothing changes.
-    """
-    import signal
-    import threading
-    if threading.current_thread() is not threading.main_thread():
-        yield _CTRL_C_PRESSED
-        return
-    _CTRL_C_PRESSED.clear()
-
-    def on_ctrl_c(signum, frame):
-        if _CTRL_C_PRESSED:
-            raise KeyboardInterrupt
-        _CTRL_C_PRESSED.append(signum)
-
-    previous = signal.signal(signal.SIGINT, on_ctrl_c)
-    try:
-        yield _CTRL_C_PRESSED
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        _CTRL_C_PRESSED.clear()

@@ -62,9 +62,9 @@ def training_state(trainer, every_rank: bool = True) -> dict:
         return {}
     return {"step": trainer.step, "epoch": trainer.epoch, "batch_in_epoch": trainer.batch_in_epoch,
             "best": trainer.best, "rng": states[0], "rank_rngs": states, "losses": list(trainer.losses),
-            "start_loss": trainer.start_loss, "warned_far_above": trainer.warned_far_above,
-            "snapshots": trainer.snapshots, "metrics_bytes": size_of(trainer.metrics_path),
-            "events_bytes": size_of(trainer.events_path), "time_budget": trainer.budget.state(),
+            **trainer.loss_watch.state(), "snapshots": trainer.averaged.snapshots,
+            "metrics_bytes": size_of(trainer.metrics_path), "events_bytes": size_of(trainer.events_path),
+            "time_budget": trainer.budget.state(),
             "train_config": asdict(trainer.cfg)}
 
 
@@ -76,9 +76,8 @@ def restore_training_state(trainer, state: dict) -> None:
     trainer.batch_in_epoch = int(state.get("batch_in_epoch", 0))
     trainer.best = list(state.get("best", trainer.best))
     trainer.losses = [float(x) for x in state.get("losses", [])]
-    trainer.start_loss = state.get("start_loss")
-    trainer.warned_far_above = bool(state.get("warned_far_above", False))
-    trainer.snapshots = [dict(snapshot) for snapshot in state.get("snapshots", [])]
+    trainer.loss_watch.restore(state)
+    trainer.averaged.snapshots = [dict(snapshot) for snapshot in state.get("snapshots", [])]
     trainer.budget.restore(state.get("time_budget", {}))
     states = state.get("rank_rngs") or ([state["rng"]] if "rng" in state else [])
     if dist.rank() < len(states):

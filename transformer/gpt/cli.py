@@ -8,6 +8,7 @@ loss plot is drawn by viz, which the CLI hands in (`load_plots`): transformer ne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -185,7 +186,8 @@ class IterationBar(ProgressBar):
 
 
 def cmd_train(args) -> int:
-    from transformer.train import TrainingReport
+    from tinygrad_lite import distributed as dist
+    from transformer.plugins.report import TrainingReport
 
     from .training import GPTTrainer, Interrupted, resume_config
     check_run_arguments(args)
@@ -194,17 +196,23 @@ def cmd_train(args) -> int:
         cfg = resume_config(args.out, overrides) if args.resume else GPTTrainConfig(out=args.out, **overrides)
     except (TypeError, ValueError) as e:
         raise CLIError(with_flag_names(str(e))) from None
-    trainer = GPTTrainer(cfg, TrainingReport() if args.no_progress else IterationBar())
-    if args.overwrite:
+    dist.init()
+    if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
+        sys.stdout = open(os.devnull, "w")
+    trainer = GPTTrainer(cfg, TrainingReport() if args.no_progress or not dist.is_main() else IterationBar())
+    if args.overwrite and dist.is_main():
         remove_files(cfg.out, RUN_FILES[:2] + RUN_FILES[3:])  # (the new run has begun its metrics already)
     print_training_header(trainer)
     try:
-        with compiling_notice("gpt train"):
+        with compiling_notice("gpt train") if dist.is_main() else contextlib.nullcontext():
             summary = trainer.run()
     except Interrupted as e:
-        draw_loss_plot(args.load_plots, trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
+        if dist.is_main():
+            draw_loss_plot(args.load_plots, trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
         print(f"\n{e}", flush=True)
         return 130
+    if not dist.is_main():
+        return 0
     plot = draw_loss_plot(args.load_plots, trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
     print_training_summary(trainer, summary, plot)
     return 0
@@ -227,6 +235,10 @@ def print_training_header(trainer) -> None:
     budget = f"{trainer.budget.describe()}, or " if cfg.minutes is not None else ""
     print(f"budget: {budget}{cfg.max_iters:,} iterations; evaluating every {cfg.eval_interval} "
           f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s)", flush=True)
+    if trainer.lr_scale != 1:
+        ranks = round(trainer.lr_scale ** 2)
+        print(f"data parallel: {ranks} ranks, each a batch of --batch-size {cfg.batch_size} a step ({ranks} "
+              f"batches a step); learning rates x {trainer.lr_scale:.3g} (sqrt of the ranks)", flush=True)
 
 
 def draw_loss_plot(load_plots, metrics_path: str, out: str) -> str | None:

@@ -16,7 +16,8 @@ for bit. Evaluations draw their windows from a third generator, seeded afresh ea
 evaluation of a run scores the same windows (the curve moves with the model only), and evaluating
 changes nothing that training draws.
 
-The loop reports through a callback (transformer.train.TrainingReport); the CLI draws.
+The loop is transformer.loop's, shared with the translator, and so are the pieces a production run adds
+(transformer.plugins); the loop reports through a TrainingReport, which the CLI draws.
 """
 from __future__ import annotations
 
@@ -30,14 +31,20 @@ import numpy as np
 
 import tinygrad_lite as tl
 from tinygrad_lite import checkpoint, no_grad
+from tinygrad_lite import distributed as dist
 from tinygrad_lite.checks import int_at_least, number, one_of, positive_int, probability
 from tinygrad_lite.files import atomic_write
 from tinygrad_lite.memory import keep_freed_memory
-from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon, clip_grad_norm_
+from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon
 from tinygrad_lite.threads import use_num_threads
 
+from ..loop import Run, make_step, train
+from ..plugins.data_parallel import DataParallel
+from ..plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
+from ..plugins.interrupt import CtrlC, Interrupted
+from ..plugins.report import TrainingReport
+from ..plugins.time_limit import TimeLimit
 from ..time_budget import TimeBudget
-from ..train import Interrupted, TrainingDiverged, TrainingReport, ctrl_c_between_steps
 from .model import FORMAT, GPT, GPTConfig
 from .text import builtin_text, split
 from .tokenizers import TOKENIZERS, tokenizer_from_dict, train_tokenizer
@@ -336,12 +343,12 @@ def set_learning_rates(optimizer, lr: float, cfg: GPTTrainConfig) -> None:
             group["lr"] = lr * peak / cfg.learning_rate
 
 
-class GPTTrainer:
-    """Runs a GPTTrainConfig: reads the data, builds the GPT and AdamW (or restores all of it from
-    OUT/checkpoint.safetensors when cfg.resume), and run() trains. `report` (a TrainingReport) hears
-    of every iteration and writes every line. Construction sets the thread count (use_num_threads:
-    cfg.threads, else the process's choice, else 1) and keeps freed memory for the next step
-    (tinygrad_lite.memory)."""
+class GPTTrainer(Run):
+    """Runs a GPTTrainConfig on the loop of transformer.loop: reads the data, builds the GPT and AdamW
+    (or restores all of it from OUT/checkpoint.safetensors when cfg.resume), and run() trains. `report`
+    (a TrainingReport) hears of every iteration and writes every line. Construction sets the thread
+    count (use_num_threads: cfg.threads, else the process's choice, else 1) and keeps freed memory for
+    the next step (tinygrad_lite.memory)."""
 
     def __init__(self, cfg: GPTTrainConfig, report: TrainingReport | None = None):
         if not isinstance(cfg, GPTTrainConfig):
@@ -353,7 +360,12 @@ class GPTTrainer:
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
         self.iter, self.evaluated_at, self.best_val_loss, self.best_iter = 0, None, math.inf, None
-        self.budget, self.step_seconds, self.window = TimeBudget(cfg.minutes), 0.0, [0.0, 0]
+        self.budget, self.window = TimeBudget(cfg.minutes), [0.0, 0]
+        self.time_limit = TimeLimit(self.budget, count_next_step=True, agree=DataParallel.any_rank)
+        fix = f"try a lower --learning-rate (now {cfg.learning_rate:g}) or --grad-clip (now {cfg.grad_clip:g})"
+        self.nonfinite = NonFiniteLoss("gpt train", lambda: f"iter {self.iter}", fix, self.rerun)
+        self.loss_watch = LossWatch(self.nonfinite, lambda text: self.report.write(text))
+        self.lr_scale = math.sqrt(dist.world_size())  # data parallel: K batches a step, lr x sqrt(K) (as train's)
         if cfg.resume:
             self.restore()
         else:
@@ -363,10 +375,23 @@ class GPTTrainer:
             self.optimizer = build_optimizer(self.model, cfg)
             self.batch_rng = np.random.default_rng((cfg.seed, BATCHES))
             os.makedirs(cfg.out, exist_ok=True)
-            if os.path.exists(self.metrics_path):
+            if dist.is_main() and os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
+        if not dist.is_main():  # data parallel: each rank its own dropout
+            tl.manual_seed(dist.rank_seed(cfg.seed, self.iter))
+        dist.broadcast_parameters(self.model.parameters())  # data parallel: every rank starts from rank 0's
+        self.data_parallel = DataParallel(self.model.parameters(), self.budget.elapsed)
         self.data_record = self.data.describe()
-        self.lr = get_lr(self.iter, cfg)
+        self.lr = get_lr(self.iter, cfg) * self.lr_scale
+
+    @property
+    def iter(self) -> int:
+        """nanoGPT's iter_num: the loop's step count."""
+        return self.step
+
+    @iter.setter
+    def iter(self, value: int) -> None:
+        self.step = value
 
     def set_lr(self, lr: float) -> None:
         self.lr = lr
@@ -399,8 +424,10 @@ class GPTTrainer:
         self.batch_rng = np.random.default_rng()
         self.batch_rng.bit_generator.state = run["batch_rng"]
         self.iter, self.evaluated_at, self.best_iter = int(run["iter"]), run["evaluated_at"], run["best_iter"]
+        self.saved_at = self.iter
         self.best_val_loss = math.inf if run["best_val_loss"] is None else run["best_val_loss"]
         self.budget.restore(run.get("budget") or {"elapsed": run["elapsed"]})
+        self.loss_watch.restore(run)
         self.keep_metrics_until(self.iter)
 
     def keep_metrics_until(self, iteration: int) -> None:
@@ -412,16 +439,38 @@ class GPTTrainer:
         with atomic_write(self.metrics_path, durable=False, op="gpt train") as temp:
             temp.write_text("".join(lines), encoding="utf-8")
 
-    # ------------------------------------------------------------ the loop
+    # ------------------------------------------------------------ the step and the loop
+    def loss_of(self, batch) -> tuple:
+        x, y = batch
+        return self.model.loss(x, y), y.size
+
+    def rerun(self, batch) -> None:
+        """This iteration's forward and backward again (NonFiniteLoss names the op that made a NaN)."""
+        loss, _ = self.loss_of(batch)
+        self.optimizer.zero_grad()
+        loss.backward()
+
+    def build_step(self):
+        """The loop's step (transformer.loop.make_step): lr(iter), loss, backward, clip at grad_clip,
+        the optimizer; a NaN loss stops it, and a loss far above its start."""
+        cfg = self.cfg
+        timed = cfg.minutes is not None and cfg.lr_decay_iters is None
+
+        def set_lr():
+            progress = self.budget_spent(self.data_parallel.mean_clock) if timed else None
+            self.set_lr(get_lr(self.iter, cfg, progress) * self.lr_scale)
+        return make_step(self.loss_of, self.model.parameters(), self.optimizer, clip=cfg.grad_clip, set_lr=set_lr,
+                         plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
+
     def run(self) -> dict:
         """Train until max_iters or the --minutes budget: the budget covers everything, the evaluations
         inside it and the closing one (its time is kept in reserve). Returns a summary."""
-        self.budget.start()
         try:
-            with ctrl_c_between_steps() as pressed:
-                self.loop(pressed)
-                if self.evaluated_at != self.iter:
-                    self.evaluate()                                    # the closing evaluation
+            train(self, self.build_step(), [self.time_limit, CtrlC(DataParallel.any_rank)])
+        except Interrupted:
+            self.save()
+            raise Interrupted(f"interrupted at iter {self.iter}: checkpoint saved to {self.checkpoint_path}; "
+                              "continue with --resume") from None
         except TrainingDiverged as e:
             self.report.failed(e)
             raise
@@ -431,53 +480,24 @@ class GPTTrainer:
                 "best_iter": self.best_iter, "best": self.best_path, "checkpoint": self.checkpoint_path,
                 "metrics": self.metrics_path}
 
-    def loop(self, pressed: list) -> None:
-        cfg = self.cfg
-        while True:
-            if self.iter % cfg.eval_interval == 0 and self.evaluated_at != self.iter:
-                self.evaluate()
-            if self.iter >= cfg.max_iters or self.out_of_time():
-                return
-            if pressed:
-                self.save()
-                raise Interrupted(f"interrupted at iter {self.iter}: checkpoint saved to {self.checkpoint_path}; "
-                                  "continue with --resume")
-            t0 = self.budget.clock()
-            loss = self.train_step()
-            self.step_seconds = self.budget.clock() - t0
-            self.window = [self.window[0] + self.step_seconds, self.window[1] + 1]
-            self.report.step(self, loss, self.tokens_per_s())
+    # ------------------------------------------------------------ what the loop asks (transformer.loop.Run)
+    def next_batch(self):
+        """nanoGPT's get_batch on the run's own stream. Data parallel: every rank draws the K ranks'
+        windows, the global batch of one process with batch_size x K, and takes its own share."""
+        cfg, K, r = self.cfg, dist.world_size(), dist.rank()
+        x, y = get_batch(self.data.ids["train"], cfg.block_size, cfg.batch_size * K, self.batch_rng)
+        return x[r * cfg.batch_size:(r + 1) * cfg.batch_size], y[r * cfg.batch_size:(r + 1) * cfg.batch_size]
 
-    def train_step(self) -> float:
-        """One iteration: lr(iter), a batch, loss, backward, clip, the optimizer. Returns the batch's loss."""
-        cfg = self.cfg
-        timed = cfg.minutes is not None and cfg.lr_decay_iters is None
-        self.set_lr(get_lr(self.iter, cfg, self.budget_spent() if timed else None))
-        x, y = get_batch(self.data.ids["train"], cfg.block_size, cfg.batch_size, self.batch_rng)
-        loss = self.model.loss(x, y)
-        self.optimizer.zero_grad()
-        loss.backward()
-        value = loss.item()
-        if not math.isfinite(value):
-            raise TrainingDiverged(f"gpt train: diverged: the loss became {value} at iter {self.iter} "
-                                   f"({self.nonfinite_op(x, y)}); nothing more was saved; try a lower --learning-rate "
-                                   f"(now {cfg.learning_rate:g}) or --grad-clip (now {cfg.grad_clip:g})")
-        if cfg.grad_clip:
-            clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-        self.optimizer.step()
-        self.iter += 1
-        return value
+    def counted(self, stepped) -> None:
+        self.window = [self.window[0] + self.time_limit.step_seconds, self.window[1] + 1]
+        self.report.step(self, stepped.loss, self.tokens_per_s())
 
-    def nonfinite_op(self, x, y) -> str:
-        """The op that made a NaN/Inf loss, from this step again under anomaly mode (tinygrad_lite.autograd)."""
-        try:
-            with tl.detect_anomaly():
-                loss = self.model.loss(x, y)
-                self.optimizer.zero_grad()
-                loss.backward()
-        except tl.AnomalyError as e:
-            return str(e)
-        return "anomaly mode found no op that makes it on a re-run"
+    def finished(self) -> bool:
+        return self.iter >= self.cfg.max_iters
+
+    def evaluation_due(self) -> bool:
+        """Every eval_interval iterations, from iter 0 (the untrained model), as nanoGPT."""
+        return self.iter % self.cfg.eval_interval == 0
 
     def tokens_per_s(self) -> float:
         seconds, iters = self.window
@@ -490,7 +510,7 @@ class GPTTrainer:
 
     def out_of_time(self) -> bool:
         """True when another iteration and then the closing evaluation would pass the budget."""
-        return self.budget.out_of_time(self.step_seconds)
+        return self.time_limit.stop(self)
 
     def budget_spent(self, seconds: float | None = None) -> float:
         """The share of its budget the run has used after `seconds` of it (default: now): iterations
@@ -498,8 +518,15 @@ class GPTTrainer:
         return max(self.iter / self.cfg.max_iters, self.budget.share_spent(seconds) or 0.0)
 
     # ------------------------------------------------------------ evaluations and files
-    def evaluate(self) -> dict:
-        """estimate_loss on both splits now; keep the best val loss; checkpoint; log; report."""
+    def evaluate(self) -> None:
+        """estimate_loss on both splits now; keep the best val loss; log; report (the loop checkpoints).
+        Data parallel: rank 0 evaluates while the others wait."""
+        if dist.is_main():
+            self._evaluate()
+        self.window = [0.0, 0]
+        dist.barrier("waiting for rank 0's evaluation")
+
+    def _evaluate(self) -> None:
         t0 = self.budget.clock()
         self.report.status("evaluating")
         losses = estimate_loss(self.model, self.data.ids, self.cfg)
@@ -513,14 +540,11 @@ class GPTTrainer:
         self.evaluated_at = self.iter
         record["eval_seconds"] = round(self.budget.clock() - t0, 2)
         self.log(record)
-        self.save()
         speed = f"  {record['tokens_per_s']:,.0f} tok/s" if record["tokens_per_s"] else ""
         self.report.write(f"iter {self.iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
                           f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}{speed}  "
                           f"{record['elapsed']:.0f} s")
-        self.window = [0.0, 0]
         self.budget.note_evaluation(self.budget.clock() - t0)
-        return record
 
     def run_metadata(self) -> dict:
         """What both checkpoints record besides the weights: enough to sample, evaluate and resume."""
@@ -531,13 +555,16 @@ class GPTTrainer:
         self.model.save(self.best_path, {**self.run_metadata(), "val_loss": self.best_val_loss})
 
     def save(self) -> None:
-        """checkpoint.safetensors: the run as it stands, to resume from (written atomically)."""
+        """checkpoint.safetensors: the run as it stands, to resume from (written atomically; data
+        parallel: by rank 0)."""
+        if not dist.is_main():
+            return
         best = None if math.isinf(self.best_val_loss) else self.best_val_loss
         checkpoint.save_training(self.checkpoint_path, self.model, self.optimizer, metadata={
             **self.run_metadata(), "format": TRAINING_FORMAT, "config": self.model.config.to_dict(),
             "evaluated_at": self.evaluated_at, "best_val_loss": best, "best_iter": self.best_iter,
             "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed(),
-            "budget": self.budget.state()})
+            "budget": self.budget.state(), **self.loss_watch.state()})
 
     def log(self, record: dict) -> None:
         with open(self.metrics_path, "a", encoding="utf-8") as f:
