@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import current_scope, retains_all_grads, toposort
+from .rules import Defer, Fuse, Record
 from .traced import CompileError, Input, Traced, plain, step_site, traced
 
 
@@ -46,7 +47,11 @@ for _name in ("__float__", "__int__", "__bool__", "__index__", "__add__", "__rad
 class Capture:
     """The program of one step, written while the step runs once (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, rewrites: dict | None = None):
+        self.rewrites = rewrites or {}  # op index -> rules.Defer or rules.Fuse (from a first capture)
+        self.records: list = []         # rules.Record of each op, by index (None where deferred)
+        self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
+        self.deferred: dict = {}        # id(placeholder Tensor) -> (parents, args) of the op it stands for
         self.prologue: list[str] = []   # NumPy on the inputs, and guards: runs first (traced.Input)
         self.lines: list[str] = []      # the program, one statement a line
         self.constants: dict = {}       # c<n> -> value
@@ -58,6 +63,7 @@ class Capture:
         self.leaves: list = []          # (Tensor, v<n>): parameters, buffers and constant tensors, read at replay
         self.modules: dict = {}         # id -> Module seen running (its train/eval mode is assumed)
         self.grads_before: dict = {}    # id(leaf) -> (leaf, .grad before the capture), put back after it
+        self.grad_seen: dict = {}       # id(leaf) -> its .grad when an op first read the leaf
         self.keep: list = []            # what the ids above refer to, kept alive
         self.count = 0
         self._scope = None
@@ -99,6 +105,7 @@ class Capture:
             var = self.vars[id(tensor)] = self.new()
             self.leaves.append((tensor, var))
             self.keep.append(tensor)
+            self.grad_seen[id(tensor)] = tensor.grad
         return var
 
     def argument(self, value, op: str):
@@ -121,12 +128,35 @@ class Capture:
     # ------------------------------------------------------------ what the step does
 
     def apply(self, fn, op: str, parents: tuple, args: tuple):
-        """Tensor._apply while capturing: run the op, note it, return its Tensor (holding a Traced view)."""
+        """Tensor._apply while capturing: run the op, note it, return its Tensor (holding a Traced view).
+        An op a rule rewrites is deferred (a placeholder) or runs the rule's fused op instead."""
         from ..tensor import Tensor
+        index = len(self.records)
+        rewrite = self.rewrites.get(index)
+        if isinstance(rewrite, Defer):
+            self.records.append(None)
+            r = rewrite.record
+            placeholder = Tensor._node(traced(np.broadcast_to(np.zeros((), r.dtype), r.shape)), op, parents, None)
+            self.deferred[id(placeholder)] = (parents, args)
+            self.keep.append(placeholder)
+            return placeholder
+        if isinstance(rewrite, Fuse):
+            placeholder = next(p for p in parents if id(p) in self.deferred)
+            fused = rewrite.rule.emit(parents, args, *self.deferred[id(placeholder)], placeholder)
+            if fused is None:
+                raise CompileError(f"compile: rule {rewrite.rule.name} no longer matches op '{op}' at {step_site()}")
+            fn, op, parents, args = fused
+        self.records.append(Record(fn, op, tuple(self.made_by.get(id(p)) for p in parents), args,
+                                   None, None))
+        for p in parents:
+            if id(p) in self.made_by:
+                self.records[self.made_by[id(p)]].uses += 1
         inputs = [self.var_of(p) for p in parents]
         arguments = [self.argument(a, op) for a in args]
         data, backward = fn(*[plain(p.data) for p in parents], *[v for _, v in arguments])
         out = Tensor._node(traced(data), op, parents, backward)
+        self.records[index].shape, self.records[index].dtype = out.data.shape, out.data.dtype
+        self.made_by[id(out)] = index
         var, back = self.new(), self.new("b")
         call = ", ".join(inputs + [e for e, _ in arguments])
         self.lines.append(f"{var}, {back} = {self.const(fn)}({call})")
@@ -263,6 +293,9 @@ class Capture:
 
     def _show_grad(self, leaf, g):
         """During capture a leaf's .grad is a Traced view of its gradient: reading it raises; put back after."""
+        if id(leaf) not in self.grads_before and leaf.grad is not self.grad_seen.get(id(leaf), leaf.grad):
+            raise CompileError(f"compile: the step sets the .grad of a {leaf.shape} leaf itself before backward(); a "
+                               "plan replays ops and recorded calls only: clear gradients with optimizer.zero_grad()")
         if id(leaf) not in self.grads_before:
             self.grads_before[id(leaf)] = (leaf, leaf.grad)
         leaf.grad = traced(g)
@@ -275,6 +308,8 @@ class Capture:
         """An expression building, at replay, the step's return value from the plan's arrays."""
         from ..tensor import Tensor
         if isinstance(value, Tensor):
+            if id(value) in self.made_by:
+                self.records[self.made_by[id(value)]].uses += 1
             var = self.vars.get(id(value))
             if var is None or any(var == leaf_var for _, leaf_var in self.leaves):
                 return self.const(value)

@@ -28,7 +28,8 @@ class Plan:
         namespace = dict(capture.constants, np=np, FALLBACK=FALLBACK)
         exec(compile(self.source, "<compiled step>", "exec"), namespace)
         self.replay = namespace["replay"]
-        self.ops = sum(1 for line in capture.lines if ", b" in line.split("=")[0])
+        self.op_names = [r.op for r in capture.records if r is not None]  # the ops it runs, in order
+        self.ops = len(self.op_names)
 
     def holds(self) -> bool:
         """Whether the leaves and modules are as captured."""

@@ -15,6 +15,7 @@ import numpy as np
 from .. import fast, random
 from ..autograd import capturing, is_anomaly_enabled, is_capturing, is_grad_enabled, retains_all_grads
 from ..kernels.backend import use_numba
+from . import rules
 from .capture import Capture
 from .plan import FALLBACK, Plan
 from .traced import CompileError
@@ -53,8 +54,16 @@ class CompiledStep:
         return result
 
     def capture(self, args: tuple) -> Plan:
-        """Run fn once dry on args and return its plan (nothing the step changes is changed)."""
-        capture = Capture()
+        """Run fn dry on args and return its plan (nothing the step changes is changed): once to
+        record its ops, and once more with what the rewrite rules fuse, if they fuse anything."""
+        capture = self._capture(args, Capture())
+        rewrites = rules.find(capture.records)
+        if rewrites:
+            capture = self._capture(args, Capture(rewrites))
+        self.captures += 1
+        return Plan(capture, capture.result)
+
+    def _capture(self, args: tuple, capture: Capture) -> Capture:
         views = [capture.input(i, a) if _is_array(a) else a for i, a in enumerate(args)]
         tensors = [(a, a.data) for a in args if _is_tensor(a)]
         for a, view in zip(args, views):
@@ -64,14 +73,13 @@ class CompiledStep:
         try:
             with capturing(capture):
                 result = self.fn(*[a if _is_tensor(a) else v for a, v in zip(args, views)])
-                expression = capture.output(result)
+                capture.result = capture.output(result)
         finally:
             random.set_rng_state(rng_state)
             capture.restore()
             for a, data in tensors:
                 a.data = data
-        self.captures += 1
-        return Plan(capture, expression)
+        return capture
 
 
 def _is_tensor(value) -> bool:

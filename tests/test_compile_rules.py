@@ -1,0 +1,91 @@
+"""The compiler's rewrite rules (tinygrad_lite.compiler.rules): each fuses only what it matches, and the
+plain ops, its switch off, are its oracle."""
+import numpy as np
+import pytest
+
+import tinygrad_lite as tl
+from tinygrad_lite import Tensor, fast
+from tinygrad_lite.compiler import compile
+
+
+def residual_step(w, p=0.3, reuse=False):
+    def step(x):
+        s = (x @ w).tanh()
+        d = s.dropout(p)
+        y = x + d                       # Add & Norm's residual: x + Dropout(sublayer(x))
+        if reuse:
+            y = y * d                   # the dropout's output read twice: no fusion
+        loss = (y * y).sum()
+        loss.backward()
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_dropout_fuses_and_agrees_with_the_plain_ops(dtype):
+    r = np.random.default_rng(0)
+    w = Tensor((r.standard_normal((6, 6)) * 0.5).astype(dtype), requires_grad=True)
+    xs = [Tensor(r.standard_normal((5, 6)).astype(dtype)) for _ in range(3)]
+    fused, plain = compile(residual_step(w)), compile(residual_step(w))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for i, x in enumerate(xs):
+        tl.manual_seed(i)
+        w.grad = None
+        loss_fused, grad_fused = fused(x).data.copy(), w.grad.copy()
+        tl.manual_seed(i)
+        w.grad = None
+        with fast.tricks_off("fused_residual"):
+            loss_plain, grad_plain = plain(x).data.copy(), w.grad.copy()
+        tl.manual_seed(i)
+        w.grad = None
+        loss_eager = residual_step(w)(x).data.copy()
+        np.testing.assert_allclose(loss_fused, loss_plain, rtol=tol)
+        np.testing.assert_allclose(loss_fused, loss_eager, rtol=tol)
+        np.testing.assert_allclose(grad_fused, grad_plain, rtol=tol, atol=tol * np.abs(grad_plain).max())
+    assert "add_dropout" in fused.plans[next(iter(fused.plans))].op_names
+    plan_plain = next(p for k, p in plain.plans.items())
+    assert "add_dropout" not in plan_plain.op_names and "dropout" in plan_plain.op_names
+
+
+def test_the_fused_and_plain_plans_draw_the_same_masks():
+    w = Tensor(np.eye(6) * 0.5, requires_grad=True)
+    x = Tensor(np.ones((4, 6)))
+    fused, plain = compile(residual_step(w, p=0.5)), compile(residual_step(w, p=0.5))
+    tl.manual_seed(7)
+    w.grad = None
+    fused(x)
+    after_fused = tl.random.get_rng_state()
+    grad_fused = w.grad.copy()
+    tl.manual_seed(7)
+    w.grad = None
+    with fast.tricks_off("fused_residual"):
+        plain(x)
+    assert tl.random.get_rng_state() == after_fused
+    np.testing.assert_array_equal(grad_fused == 0, w.grad == 0)  # the same rows dropped
+
+
+def test_a_dropout_read_twice_is_not_fused():
+    w = Tensor(np.eye(6) * 0.5, requires_grad=True)
+    step = compile(residual_step(w, reuse=True))
+    x = Tensor(np.ones((4, 6)))
+    tl.manual_seed(1)
+    got = step(x).data.copy()
+    tl.manual_seed(1)
+    w.grad = None
+    want = residual_step(w, reuse=True)(x).data
+    np.testing.assert_array_equal(got, want)
+    plan = next(iter(step.plans.values()))
+    assert "add_dropout" not in plan.op_names and "dropout" in plan.op_names
+
+
+def test_a_step_that_sets_grad_itself_is_refused():
+    w = Tensor(np.eye(3), requires_grad=True)
+    w.grad = np.ones((3, 3))
+
+    def step(x):
+        loss = (x @ w).sum()
+        w.grad = None  # not a recorded call: a replay would not do it
+        loss.backward()
+        return loss
+    with pytest.raises(Exception, match="zero_grad"):
+        compile(step)(Tensor(np.ones((2, 3))))
