@@ -52,6 +52,7 @@ class Capture:
         self.records: list = []         # rules.Record of each op, by index (None where deferred)
         self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
         self.deferred: dict = {}        # id(placeholder Tensor) -> (parents, args) of the op it stands for
+        self.fusions: dict = {}         # op index -> (rule name, the plain ops' names it replaced)
         self.prologue: list[str] = []   # NumPy on the inputs, and guards: runs first (traced.Input)
         self.lines: list[str] = []      # the program, one statement a line
         self.constants: dict = {}       # c<n> -> value
@@ -145,6 +146,7 @@ class Capture:
             fused = rewrite.rule.emit(parents, args, *self.deferred[id(placeholder)], placeholder)
             if fused is None:
                 raise CompileError(f"compile: rule {rewrite.rule.name} no longer matches op '{op}' at {step_site()}")
+            self.fusions[index] = (rewrite.rule.name, (placeholder._op, op))
             fn, op, parents, args = fused
         self.records.append(Record(fn, op, tuple(self.made_by.get(id(p)) for p in parents), args,
                                    None, None))
