@@ -287,6 +287,15 @@ def test_the_textbook_path_holds_no_machinery():
     assert not offenders
 
 
+def test_no_file_on_the_reading_path_imports_the_step_compiler():
+    """The step compiler reads the plain program; the program never calls it (issue 45): a learner's
+    loop receives a step function, and compile() wraps it where a run is built."""
+    offenders = [f"{path}: {module} {names}" for path, _ in reading_path()
+                 for module, names in imported_modules(ROOT / path)
+                 if "compiler" in module.split(".") or "compiler" in names]
+    assert not offenders
+
+
 OP_FILES = sorted((ROOT / "tinygrad_lite" / "ops").glob("*.py")) + [
     ROOT / "tinygrad_lite" / "optim" / name for name in ("sgd.py", "adam.py", "muon.py")]
 
