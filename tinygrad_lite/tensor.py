@@ -48,6 +48,8 @@ def as_array(data, dtype=None) -> np.ndarray:
     made from it would get."""
     if isinstance(data, Tensor):
         data = data.data
+    if _GRAD_STATE.capture is not None and _GRAD_STATE.capture.is_traced(data):  # (tinygrad_lite.compiler)
+        return data if dtype is None or data.dtype == dtype else data.astype(dtype)
     if dtype is not None:
         return np.asarray(data, dtype=dtype)
     arr = np.asarray(data)
