@@ -3,7 +3,8 @@ train does: every rank draws the global batch's windows and takes its own share,
 averages the gradients, and the learning rates are x sqrt(K). Over 5 steps, with either optimizer,
 the weights equal those of one process on the same global batch (batch size x K) at the same
 learning rates, to 1e-5 relative (of each weight's norm: a Muon or Adam step scales the round-off of
-small gradients up to full steps, so single tiny entries differ more)."""
+small gradients up to full steps, so single tiny entries differ more). A two-rank run resumed ends
+bit for bit where it ends uninterrupted, dropout included."""
 import os
 import shutil
 import subprocess
@@ -45,13 +46,13 @@ def text_file(tmp_path_factory) -> Path:
     return path
 
 
-def gpt_train(out, text_file, *flags, launcher=()):
+def gpt_train(out, text_file, *flags, launcher=(), iters=5):
     run = subprocess.run([*launcher, sys.executable, "-m", "transformer", "gpt", "train", "--out", str(out),
                           "--data", str(text_file), *FLAGS, *flags], cwd=ROOT, env=ENV, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     arrays, meta = load(Path(out) / "checkpoint.safetensors")
-    assert meta["metadata"]["iter"] == 5
+    assert meta["metadata"]["iter"] == iters
     return {k: v for k, v in arrays.items() if k.startswith("model/")}, run.stdout
 
 
@@ -73,3 +74,18 @@ def test_two_ranks_equal_one_process_on_the_global_batch(mpiexec, text_file, tmp
     unscaled, _ = gpt_train(tmp_path / "unscaled", text_file, "--optimizer", optimizer, "--batch-size", "4",
                             *rates(1.0))
     assert max(np.abs(two[k] - unscaled[k]).max() for k in one) > 1e-4
+
+
+def test_two_ranks_resumed_end_bit_for_bit_where_the_uninterrupted_run_ends(mpiexec, text_file, tmp_path):
+    """With dropout each rank draws its own stream; the checkpoint keeps every rank's, so 3 iterations
+    and 2 more with --resume end where 5 in one go end, weights and both optimizers' moments."""
+    flags = ["--dropout", "0.1", "--batch-size", "2", "--eval-interval", "2", *rates(1.0)]
+    launcher = (mpiexec, "-n", "2")
+    gpt_train(tmp_path / "whole", text_file, *flags, launcher=launcher)
+    gpt_train(tmp_path / "part", text_file, *flags, "--max-iters", "3", launcher=launcher, iters=3)
+    gpt_train(tmp_path / "part", text_file, *flags, "--resume", launcher=launcher)
+    (whole, _), (part, meta) = (load(tmp_path / name / "checkpoint.safetensors") for name in ("whole", "part"))
+    assert len(meta["metadata"]["rank_rngs"]) == 2 and sum(k.startswith("optimizer/") for k in whole) > 5
+    assert whole.keys() == part.keys()
+    for key in whole:
+        np.testing.assert_array_equal(whole[key], part[key], err_msg=key)

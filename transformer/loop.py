@@ -9,9 +9,13 @@
 The step is a function of a batch, built where the run is built and handed to the loop, so that it
 can be changed as a whole (compiled, say) without the loop knowing. The run (a `Run`) says where its
 batches come from, when it is finished, when an evaluation or a checkpoint is due, and does them.
+A trainer runs (Trainer.run in transformer/train.py, GPTTrainer.run in transformer/gpt/training.py)
+
+    step = make_step(loss_of, model.parameters(), optimizer, clip=1.0, set_lr=schedule)
+    train(run, step, plugins=[TimeLimit(budget), CtrlC()])
 
 What a production run adds (a --minutes budget, Ctrl-C, averaging gradients over MPI ranks, stopping
-a diverging run) is no part of this file: each is a `Plugin` of transformer/training/, which the loop
+a diverging run) is no part of this file: each is a `Plugin` of transformer/plugins/, which the loop
 calls at a few fixed moments and which does nothing unless it is given.
 """
 from __future__ import annotations

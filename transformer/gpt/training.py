@@ -16,6 +16,11 @@ for bit. Evaluations draw their windows from a third generator, seeded afresh ea
 evaluation of a run scores the same windows (the curve moves with the model only), and evaluating
 changes nothing that training draws.
 
+Data parallel (`mpiexec -n K python -m transformer gpt train`): every rank draws the windows of the
+global batch, batch_size x K, from the same stream and trains on its own batch_size of them; one
+all-reduce averages the gradients (transformer.plugins.data_parallel), and the learning rates are
+x sqrt(K), as the translator's; rank 0 alone evaluates and writes files.
+
 The loop is transformer.loop's, shared with the translator, and so are the pieces a production run adds
 (transformer.plugins); the loop reports through a TrainingReport, which the CLI draws.
 """
@@ -36,6 +41,7 @@ from tinygrad_lite.checks import int_at_least, number, one_of, positive_int, pro
 from tinygrad_lite.files import atomic_write
 from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon
+from tinygrad_lite.random import get_rng_state, set_rng_state
 from tinygrad_lite.threads import use_num_threads
 
 from ..loop import Run, make_step, train
@@ -377,8 +383,8 @@ class GPTTrainer(Run):
             os.makedirs(cfg.out, exist_ok=True)
             if dist.is_main() and os.path.exists(self.metrics_path):
                 os.remove(self.metrics_path)
-        if not dist.is_main():  # data parallel: each rank its own dropout
-            tl.manual_seed(dist.rank_seed(cfg.seed, self.iter))
+            if not dist.is_main():  # data parallel: each rank its own dropout
+                tl.manual_seed(dist.rank_seed(cfg.seed))
         dist.broadcast_parameters(self.model.parameters())  # data parallel: every rank starts from rank 0's
         self.data_parallel = DataParallel(self.model.parameters(), self.budget.elapsed)
         self.data_record = self.data.describe()
@@ -419,6 +425,11 @@ class GPTTrainer(Run):
         self.optimizer = build_optimizer(self.model, cfg)
         settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         checkpoint.load_training(path, self.model, self.optimizer)  # also the engine's random state (dropout)
+        ranks = run.get("rank_rngs") or []  # data parallel: each rank its own dropout stream back
+        if dist.rank() < len(ranks):
+            set_rng_state(ranks[dist.rank()])
+        elif not dist.is_main():  # (a rank the saved run did not have starts a new stream)
+            tl.manual_seed(dist.rank_seed(cfg.seed, int(run["iter"])))
         for group, own in zip(self.optimizer.param_groups, settings):  # the run's moments, this cfg's settings
             group.update(own)
         self.batch_rng = np.random.default_rng()
@@ -428,7 +439,8 @@ class GPTTrainer(Run):
         self.best_val_loss = math.inf if run["best_val_loss"] is None else run["best_val_loss"]
         self.budget.restore(run.get("budget") or {"elapsed": run["elapsed"]})
         self.loss_watch.restore(run)
-        self.keep_metrics_until(self.iter)
+        if dist.is_main():  # data parallel: rank 0 alone writes files
+            self.keep_metrics_until(self.iter)
 
     def keep_metrics_until(self, iteration: int) -> None:
         """Drop the metrics logged after the checkpoint (a run killed between logging and saving)."""
@@ -556,15 +568,17 @@ class GPTTrainer(Run):
 
     def save(self) -> None:
         """checkpoint.safetensors: the run as it stands, to resume from (written atomically; data
-        parallel: by rank 0)."""
+        parallel: by rank 0, with every rank's random state)."""
+        states = dist.gather_json(get_rng_state())
         if not dist.is_main():
             return
+        ranks = {"rank_rngs": states} if len(states) > 1 else {}
         best = None if math.isinf(self.best_val_loss) else self.best_val_loss
         checkpoint.save_training(self.checkpoint_path, self.model, self.optimizer, metadata={
             **self.run_metadata(), "format": TRAINING_FORMAT, "config": self.model.config.to_dict(),
             "evaluated_at": self.evaluated_at, "best_val_loss": best, "best_iter": self.best_iter,
             "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed(),
-            "budget": self.budget.state(), **self.loss_watch.state()})
+            "budget": self.budget.state(), **self.loss_watch.state(), **ranks})
 
     def log(self, record: dict) -> None:
         with open(self.metrics_path, "a", encoding="utf-8") as f:
