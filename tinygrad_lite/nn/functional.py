@@ -1,8 +1,9 @@
 """Stateless layer and loss functions (PyTorch's `torch.nn.functional` names and semantics).
 
-The losses and `linear`/`embedding` are single fused ops built with `Tensor._make`: the forward is
-computed in NumPy and the backward is written down directly, so a training step records one node
-per loss instead of a chain of small ones (and the graph view shows them as one box).
+The losses and `linear`/`embedding` are single fused ops run by `Tensor._apply`: each `<name>_op` computes
+the forward in NumPy from its arrays and returns the backward written down directly, so a training step
+records one node per loss instead of a chain of small ones (and the graph view shows them as one box).
+Checks on values (ids in range, a row per real token) run in the op, where the values are.
 """
 from __future__ import annotations
 
@@ -25,13 +26,21 @@ REDUCTIONS = ("mean", "sum", "none")
 def _tensor(op: str, name: str, x) -> Tensor:
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (np.ndarray, np.generic, list, tuple, int, float)):
-        return Tensor(x)
+    if isinstance(x, (list, tuple, int, float)) or isinstance(getattr(x, "dtype", None), np.dtype):
+        return Tensor(x)  # an ndarray, a NumPy scalar, or a step's input array while the step compiler captures it
     raise TypeError(f"{op}: {name} must be a Tensor or an ndarray, got {type(x).__name__}")
 
 
+def _array(x):
+    """x's values as an array: a Tensor's, an array as it is (a step's input while the step compiler captures
+    it: shape and dtype only), anything else through np.asarray."""
+    if isinstance(x, Tensor):
+        return x.data
+    return x if isinstance(getattr(x, "dtype", None), np.dtype) else np.asarray(x)
+
+
 def _int_array(op: str, name: str, x) -> np.ndarray:
-    arr = x.data if isinstance(x, Tensor) else np.asarray(x)
+    arr = _array(x)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{op}: {name} must hold integer ids/classes, got dtype {arr.dtype}")
     return arr
@@ -47,28 +56,29 @@ def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch.
     Any leading dims of x are batch dims. One fused op; the products run on NumPy's BLAS (or the
     panel kernel where it is faster: _product)."""
-    x, xd, w, b = _linear_arrays(x, weight, bias)
-    x_shape = xd.shape
+    x, needs = _linear_inputs(x, weight, bias)
+    if bias is None:
+        return x._apply(linear_op, "linear", (x, weight), None, needs)
+    return x._apply(linear_op, "linear", (x, weight, bias), needs)
+
+
+def linear_op(x, w, b, needs):
     n_out, n_in = w.shape
-    x2 = xd.reshape(-1, n_in)
+    x2 = x.reshape(-1, n_in)
     out = _product(x2, w.T)
     if b is not None:
         out += b
-
-    def backward(g):
-        return _linear_grads(g.reshape(-1, n_out), x, x2, weight, w, bias)
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return x._make(out.reshape(x_shape[:-1] + (n_out,)), "linear", parents, backward)
+    return out.reshape(x.shape[:-1] + (n_out,)), lambda g: _linear_grads(g.reshape(-1, n_out), x, x2, w, b, needs)
 
 
-def _linear_grads(g2, x: Tensor, x2, weight: Tensor, w, bias: Tensor | None) -> tuple:
-    """The gradients of x, weight (and bias) from g2, the (rows, out_features) gradient of x2 @ wᵀ + b
-    (x2, w: the arrays the forward multiplied)."""
-    dx = _product(g2, w).reshape(x.shape) if x.requires_grad else None
-    dw = _product(g2.T, x2) if weight.requires_grad else None
-    if bias is None:
+def _linear_grads(g2, x, x2, w, b, needs) -> tuple:
+    """The gradients of x, w (and b) that `needs` asks for, from g2, the (rows, out_features) gradient
+    of x2 @ wᵀ + b (x2: x as rows, the array the forward multiplied)."""
+    dx = _product(g2, w).reshape(x.shape) if needs[0] else None
+    dw = _product(g2.T, x2) if needs[1] else None
+    if b is None:
         return dx, dw
-    return dx, dw, (g2.sum(axis=0) if bias.requires_grad else None)
+    return dx, dw, (g2.sum(axis=0) if needs[2] else None)
 
 
 def _product(a, b):
@@ -81,8 +91,8 @@ def _product(a, b):
     return a @ b
 
 
-def _linear_arrays(x, weight: Tensor, bias: Tensor | None):
-    """(x as a Tensor, its array, weight's, bias's or None), once they are checked to fit."""
+def _linear_inputs(x, weight: Tensor, bias: Tensor | None):
+    """(x as a Tensor, which of x, weight and bias need a gradient), once they are checked to fit."""
     x = x if isinstance(x, Tensor) else _tensor("linear", "input", x)
     xd, w = x.data, weight.data
     b = None if bias is None else bias.data
@@ -91,7 +101,9 @@ def _linear_arrays(x, weight: Tensor, bias: Tensor | None):
         _linear_shape_error(x_shape, w.shape, None if b is None else b.shape)
     if dtype != w.dtype or (b is not None and b.dtype != dtype) or dtype not in FLOAT_DTYPES:
         _linear_dtype_error(xd, w, b)
-    return x, xd, w, b
+    if bias is None:
+        return x, (x.requires_grad, weight.requires_grad)
+    return x, (x.requires_grad, weight.requires_grad, bias.requires_grad)
 
 
 def linear_relu_dropout(x, weight: Tensor, bias: Tensor | None = None, p: float = 0.0,
@@ -104,18 +116,23 @@ def linear_relu_dropout(x, weight: Tensor, bias: Tensor | None = None, p: float 
     p = probability("linear_relu_dropout", "p", p)
     if training and p == 1:
         return dropout(relu(linear(x, weight, bias)), p, training)
-    x, xd, w, b = _linear_arrays(x, weight, bias)
-    x_shape = xd.shape
+    x, needs = _linear_inputs(x, weight, bias)
+    if bias is None:
+        return x._apply(linear_relu_dropout_op, "linear_relu_dropout", (x, weight), None, p, training, needs)
+    return x._apply(linear_relu_dropout_op, "linear_relu_dropout", (x, weight, bias), p, training, needs)
+
+
+def linear_relu_dropout_op(x, w, b, p, training, needs):
     n_out, n_in = w.shape
-    x2 = xd.reshape(-1, n_in)
-    keep = dropout_keep_mask(x_shape[:-1] + (n_out,), p).reshape(-1, n_out) if training and p > 0 else None
-    scale = xd.dtype.type(1.0 / (1.0 - p))
+    out_shape = x.shape[:-1] + (n_out,)
+    x2 = x.reshape(-1, n_in)
+    keep = dropout_keep_mask(out_shape, p).reshape(-1, n_out) if training and p > 0 else None
+    scale = x.dtype.type(1.0 / (1.0 - p))
     h = K.bias_relu_dropout_(_product(x2, w.T), b, keep, scale)
 
     def backward(g):
-        return _linear_grads(K.relu_dropout_backward(g.reshape(-1, n_out), h, scale), x, x2, weight, w, bias)
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return x._make(h.reshape(x_shape[:-1] + (n_out,)), "linear_relu_dropout", parents, backward)
+        return _linear_grads(K.relu_dropout_backward(g.reshape(-1, n_out), h, scale), x, x2, w, b, needs)
+    return h.reshape(out_shape), backward
 
 
 def add_dropout(x: Tensor, s: Tensor, p: float = 0.0, training: bool = True) -> Tensor:
@@ -131,10 +148,14 @@ def add_dropout(x: Tensor, s: Tensor, p: float = 0.0, training: bool = True) -> 
     p = probability(op, "p", p)
     if training and p == 1:
         return x + s.dropout(p, training)
+    return x._apply(add_dropout_op, op, (x, s), p, training, s.requires_grad)
+
+
+def add_dropout_op(x, s, p, training, s_needs_grad):
     keep = dropout_keep_mask(s.shape, p) if training and p > 0 else None
     scale = x.dtype.type(1.0 / (1.0 - p))
-    out = K.add_dropout(x.data, s.data, keep, scale)
-    return x._make(out, op, (x, s), lambda g: (g, K.dropout_backward(g, keep, scale) if s.requires_grad else None))
+    out = K.add_dropout(x, s, keep, scale)
+    return out, lambda g: (g, K.dropout_backward(g, keep, scale) if s_needs_grad else None)
 
 
 def _linear_shape_error(x_shape, w_shape, b_shape):
@@ -167,20 +188,22 @@ def _out_of_range(values: np.ndarray, n: int):
 def embedding(ids, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` picked by integer `ids` (any shape); output shape ids.shape + (dim,).
     The padding row's gradient is always zero, so it stays as it was initialised (zeros)."""
-    idx = _int_array("embedding", "ids", ids)
-    num, dim = weight.shape
-    bad = _out_of_range(idx, num)
+    return weight._apply(embedding_op, "embedding", (weight,), _int_array("embedding", "ids", ids), padding_idx)
+
+
+def embedding_op(w, ids, padding_idx):
+    num, dim = w.shape
+    bad = _out_of_range(ids, num)
     if bad is not None:
         raise IndexError(f"embedding: id {bad} is out of range for an embedding of {num} rows "
                          f"(vocab size {num}; valid ids are 0..{num - 1})")
-    out = weight.data[idx]
 
     def backward(g):
-        dw = embedding_backward(idx.reshape(-1), g.reshape(-1, dim), num).astype(weight.dtype, copy=False)
+        dw = embedding_backward(ids.reshape(-1), g.reshape(-1, dim), num).astype(w.dtype, copy=False)
         if padding_idx is not None:
             dw[padding_idx] = 0
         return (dw,)
-    return weight._make(out, "embedding", (weight,), backward)
+    return w[ids], backward
 
 
 @has_twin("embedding_backward")
@@ -197,35 +220,40 @@ def unpad(x, real) -> Tensor:
     (n, ...) for n = real.sum(). Position-wise layers (Linear, the FFN, LayerNorm) then skip the
     padding positions; `repad` is its inverse (what flash-attn calls unpad_input / pad_input)."""
     x = _tensor("unpad", "x", x)
-    keep = _real_mask("unpad", real, x.shape[:2], f"x of shape {x.shape}")
-    rows = np.flatnonzero(keep)
-    flat = (keep.size,) + x.shape[2:]
-    out = np.take(x.data.reshape(flat), rows, axis=0)                            # (n, ...)
+    return x._apply(unpad_op, "unpad", (x,), _real_mask("unpad", real, x.shape[:2], f"x of shape {x.shape}"))
+
+
+def unpad_op(x, real):
+    rows = np.flatnonzero(real)
+    flat = (real.size,) + x.shape[2:]
 
     def backward(g):
         full = np.zeros(flat, dtype=g.dtype)
         full[rows] = g
         return (full.reshape(x.shape),)
-    return x._make(out, "unpad", (x,), backward)
+    return np.take(x.reshape(flat), rows, axis=0), backward                    # (n, ...)
 
 
 def repad(x, real) -> Tensor:
     """The inverse of `unpad`: x (n, ...) holds the rows of the True positions of `real` (B, T),
     in row-major order; returns (B, T, ...) with zeros at the False (padding) positions."""
     x = _tensor("repad", "x", x)
-    keep = _real_mask("repad", real, None, f"x of shape {x.shape}")
-    rows = np.flatnonzero(keep)
+    return x._apply(repad_op, "repad", (x,), _real_mask("repad", real, None, f"x of shape {x.shape}"))
+
+
+def repad_op(x, real):
+    rows = np.flatnonzero(real)
     if x.ndim == 0 or x.shape[0] != len(rows):
         raise ValueError(f"repad: x must have one row per True entry of real ({len(rows)}), "
                          f"got x of shape {x.shape}")
-    out = np.zeros((keep.size,) + x.shape[1:], dtype=x.dtype)
-    out[rows] = x.data
-    return x._make(out.reshape(keep.shape + x.shape[1:]), "repad", (x,),
-                   lambda g: (np.take(g.reshape((keep.size,) + x.shape[1:]), rows, axis=0),))
+    flat = (real.size,) + x.shape[1:]
+    out = np.zeros(flat, dtype=x.dtype)
+    out[rows] = x
+    return out.reshape(real.shape + x.shape[1:]), lambda g: (np.take(g.reshape(flat), rows, axis=0),)
 
 
-def _real_mask(op: str, real, shape, got: str) -> np.ndarray:
-    keep = real.data if isinstance(real, Tensor) else np.asarray(real)
+def _real_mask(op: str, real, shape, got: str):
+    keep = _array(real)
     if keep.dtype != np.bool_ or keep.ndim != 2 or (shape is not None and keep.shape != tuple(shape)):
         want = f"of shape {tuple(shape)}" if shape is not None else "of 2 dims (B, T)"
         raise ValueError(f"{op}: real must be a bool mask {want} (True at real tokens), got "
@@ -269,20 +297,39 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
         kd = _split_heads(op, "k", kd, heads)
         vd = _split_heads(op, "v", vd, heads)
     mask = _check_attention(op, qd, kd, vd, mask)
+    box = {} if need_weights else None
+    result = q._apply(fused_attention_op, op, (q, k, v), mask, dropout_p, training, scale, heads,
+                      (q.requires_grad, k.requires_grad, v.requires_grad), box)
+    return (result, _weights(q, box)) if need_weights else result
+
+
+def fused_attention_op(q, k, v, mask, dropout_p, training, scale, heads, needs, box):
+    qd, kd, vd = (q, k, v) if heads is None else (_heads_view(x, heads) for x in (q, k, v))
     keep, keep_scale = _attention_dropout((qd.shape[0], qd.shape[2], qd.shape[1], kd.shape[1]), dropout_p, training)
     forward, backward_of = _attention_engines(rows=False)
     out, weights = forward(qd, kd, vd, scale, mask, keep, keep_scale)
     if heads is not None:
         out = out.reshape(out.shape[:2] + (-1,))
+    if box is not None:
+        box["weights"] = weights
 
     def backward(g):
         if heads is not None:
             g = g.reshape(g.shape[:2] + (heads, -1))
         grads = backward_of(qd, kd, vd, weights, g, scale, keep, keep_scale)
-        return tuple(None if not t.requires_grad else grad if heads is None else grad.reshape(t.shape)
-                     for t, grad in zip((q, k, v), grads))
-    result = q._make(out, op, (q, k, v), backward)
-    return (result, weights) if need_weights else result
+        return tuple(None if not need else grad if heads is None else grad.reshape(x.shape)
+                     for need, x, grad in zip(needs, (q, k, v), grads))
+    return out, backward
+
+
+def _weights(q: Tensor, box: dict):
+    """The attention weights the op just put in `box`, taken out by an op of their own (no gradient flows
+    through it), so a replayed step takes them out too and holds no step's weights past it."""
+    return q._unrecorded(attention_weights_op, "attention_weights", (), box).data
+
+
+def attention_weights_op(box):
+    return box.pop("weights"), None
 
 
 def _attention_engines(rows: bool):
@@ -315,40 +362,71 @@ def _attention_rows(op, q, k, v, mask, dropout_p, training, scale, need_weights,
     if k_real.shape[0] != q_real.shape[0]:
         raise ValueError(f"{op}: real's masks must share the batch size, got {q_real.shape} and {k_real.shape}")
     for name, x, keep in (("q", q, q_real), ("k", k, k_real), ("v", v, k_real)):
-        if x.ndim != 2 or x.shape[0] != int(keep.sum()) or x.shape[1] % heads:
-            raise ValueError(f"{op}: with real, {name} must be (n, heads·d) with one row per real token "
-                             f"({int(keep.sum())}) and its last dim divisible by heads={heads}, got shape {x.shape}")
-    qd, kd, vd = (x.data.reshape(x.shape[0], heads, -1) for x in (q, k, v))
+        if x.ndim != 2 or x.shape[1] % heads:
+            _rows_error(name, x.shape, keep, heads)
     dropout_p = probability(op, "dropout_p", dropout_p)
     scale = None if scale is None else number(op, "scale", scale)
     B, T_q, T_k = q_real.shape[0], q_real.shape[1], k_real.shape[1]
-    shaped = [np.broadcast_to(np.zeros((), x.dtype), (B, T, heads, x.shape[2]))  # shapes only, for the checks
-              for x, T in ((qd, T_q), (kd, T_k), (vd, T_k))]
+    shaped = [_Shaped((B, T, heads, x.shape[1] // heads), x.dtype)  # shapes only, for the checks
+              for x, T in ((q, T_q), (k, T_k), (v, T_k))]
     mask = _check_attention(op, *shaped, mask)
-    keep, keep_scale = _attention_dropout((B, heads, T_q, T_k), dropout_p, training)
+    box = {} if need_weights else None
+    result = q._apply(fused_attention_rows_op, op, (q, k, v), q_real, k_real, mask, dropout_p, training, scale,
+                      heads, (q.requires_grad, k.requires_grad, v.requires_grad), box)
+    return (result, _weights(q, box)) if need_weights else result
+
+
+def fused_attention_rows_op(q, k, v, q_real, k_real, mask, dropout_p, training, scale, heads, needs, box):
+    for name, x, keep in (("q", q, q_real), ("k", k, k_real), ("v", v, k_real)):
+        if x.shape[0] != int(keep.sum()):
+            _rows_error(name, x.shape, keep, heads)
+    qd, kd, vd = (x.reshape(x.shape[0], heads, -1) for x in (q, k, v))
+    keep, keep_scale = _attention_dropout((q_real.shape[0], heads, q_real.shape[1], k_real.shape[1]), dropout_p,
+                                          training)
     forward, backward_of = _attention_engines(rows=True)
     out, weights = forward(qd, kd, vd, q_real, k_real, scale, mask, keep, keep_scale)
+    if box is not None:
+        box["weights"] = weights
 
     def backward(g):
         grads = backward_of(qd, kd, vd, q_real, k_real, weights, g.reshape(out.shape), scale, keep, keep_scale)
-        return tuple(grad.reshape(t.shape) if t.requires_grad else None for t, grad in zip((q, k, v), grads))
-    result = q._make(out.reshape(out.shape[0], -1), op, (q, k, v), backward)
-    return (result, weights) if need_weights else result
+        return tuple(grad.reshape(x.shape) if need else None for need, x, grad in zip(needs, (q, k, v), grads))
+    return out.reshape(out.shape[0], -1), backward
 
 
-def _split_heads(op: str, name: str, x: np.ndarray, heads: int) -> np.ndarray:
-    """(B, T, h·d) -> (B, T, h, d), a view."""
+def _rows_error(name: str, shape: tuple, keep, heads: int):
+    raise ValueError(f"fused_attention: with real, {name} must be (n, heads·d) with one row per real token "
+                     f"({int(keep.sum())}) and its last dim divisible by heads={heads}, got shape {shape}")
+
+
+class _Shaped:
+    """An array's shape and dtype without its values: what _check_attention reads."""
+
+    __slots__ = ("shape", "dtype", "ndim")
+
+    def __init__(self, shape: tuple, dtype):
+        self.shape, self.dtype, self.ndim = shape, dtype, len(shape)
+
+
+def _split_heads(op: str, name: str, x, heads: int) -> _Shaped:
+    """The shape (B, T, h, d) of (B, T, h·d) split into heads, once it is checked to divide."""
     shape = x.shape
     if len(shape) != 3 or shape[2] % heads:
         raise ValueError(f"{op}: with heads={heads!r}, {name} must be (B, T, heads·d) with its last dim divisible "
                          f"by heads, got shape {shape}")
+    return _Shaped((shape[0], shape[1], heads, shape[2] // heads), x.dtype)
+
+
+def _heads_view(x: np.ndarray, heads: int) -> np.ndarray:
+    """(B, T, h·d) -> (B, T, h, d), a view."""
+    shape = x.shape
     return x.reshape(shape[0], shape[1], heads, shape[2] // heads)
 
 
-def _check_attention(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask):
-    """Raise unless q, k, v fit (B, T_q, h, d_k), (B or 1, T_k, h, d_k), (B or 1, T_k, h, d_v) in
-    one float dtype and the mask is boolean or float and broadcasts to the weights
-    (B, h, T_q, T_k); returns the mask as an array (the kernels trust what passes)."""
+def _check_attention(op: str, q, k, v, mask):
+    """Raise unless q, k, v (arrays, or their _Shaped) fit (B, T_q, h, d_k), (B or 1, T_k, h, d_k),
+    (B or 1, T_k, h, d_v) in one float dtype and the mask is boolean or float and broadcasts to the
+    weights (B, h, T_q, T_k); returns the mask as an array (the kernels trust what passes)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.dtype not in (np.float32, np.float64):
             raise TypeError(f"{op}: {name} must be a float32 or float64 array, got dtype {x.dtype}")
@@ -366,7 +444,7 @@ def _check_attention(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask)
                          f"{k.shape[:3] + ('d_v',)}")
     if mask is None:
         return None
-    mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    mask = _array(mask)
     if mask.dtype != np.bool_ and mask.dtype.kind != "f":
         raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
                         f"scores, -inf = masked), got dtype {mask.dtype}")
@@ -454,17 +532,21 @@ def binary_cross_entropy_with_logits(logits: Tensor, target, reduction: str = "m
     target = _tensor(op, "target", target)
     if logits.shape != target.shape:
         raise ValueError(f"{op}: logits shape {logits.shape} and target shape {target.shape} must match")
-    x = logits.data
-    y = target.data.astype(x.dtype, copy=False)
+    return logits._apply(binary_cross_entropy_with_logits_op, op, (logits, target), reduction,
+                         (logits.requires_grad, target.requires_grad))
+
+
+def binary_cross_entropy_with_logits_op(x, target, reduction, needs):
+    y = target.astype(x.dtype, copy=False)
     per = np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x)))
     out, scale = _reduce(per, reduction, max(per.size, 1))
 
     def backward(g):
         g = g if scale is None else g * scale
         sig = np.exp(-np.logaddexp(0, -x)).astype(x.dtype)
-        return ((sig - y) * g if logits.requires_grad else None,
-                (-x * g).astype(target.dtype) if target.requires_grad else None)
-    return logits._make(out, op, (logits, target), backward)
+        return ((sig - y) * g if needs[0] else None,
+                (-x * g).astype(target.dtype) if needs[1] else None)
+    return out, backward
 
 
 def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smoothing: float = 0.0,
@@ -490,7 +572,13 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
     logits = _tensor(op, "logits", logits)
     _check_float(op, "logits", logits)
     eps = probability(op, "label_smoothing", label_smoothing)
-    x2, targets, valid, target_shape = _rows_and_targets(op, logits, target, ignore_index)
+    t = _int_array(op, "target", target)
+    return logits._apply(cross_entropy_op, op, (logits,), t, _num_classes(op, logits, t), ignore_index, eps,
+                         reduction)
+
+
+def cross_entropy_op(logits, t, num_classes, ignore_index, eps, reduction):
+    x2, targets, valid = _rows_and_targets(logits, t, num_classes, ignore_index)
     rows = np.arange(x2.shape[0])
 
     logp = log_softmax_forward(x2)                                     # no exp array kept
@@ -498,7 +586,7 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
     if eps:
         per = (1.0 - eps) * per - eps * logp.mean(axis=1)
     per = np.where(valid, per, 0).astype(x2.dtype)
-    out, scale = _reduce(per.reshape(target_shape), reduction, int(valid.sum()))
+    out, scale = _reduce(per.reshape(t.shape), reduction, int(valid.sum()))
 
     def backward(g):
         # with w = the row's weight and q = the smoothed target distribution (sums to 1), the
@@ -511,7 +599,7 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
         dy[...] = (weight * x2.dtype.type(-eps / x2.shape[1]))[:, None]
         dy[rows, targets] -= weight * x2.dtype.type(1.0 - eps)
         return (_rows_to_logits(log_softmax_backward(logp, dy), logits.shape),)
-    return logits._make(out, op, (logits,), backward)
+    return out, backward
 
 
 @has_twin("cross_entropy_backward")
@@ -527,16 +615,14 @@ def cross_entropy_backward(logp, targets, weight, eps):
     return dx
 
 
-def _rows_and_targets(op: str, logits: Tensor, target, ignore_index: int):
+def _rows_and_targets(logits: np.ndarray, t: np.ndarray, num_classes: int, ignore_index: int):
     """The logits as rows of C class scores (N·d1·..., C), each row's target class (0 where it is
-    ignored), which rows count, and the target's shape; raises if the targets do not fit."""
-    t = _int_array(op, "target", target)
-    num_classes = _num_classes(op, logits, t)
-    x = logits.data if logits.ndim <= 2 else np.moveaxis(logits.data, 1, -1)
+    ignored) and which rows count; raises if a counted target is out of range."""
+    x = logits if logits.ndim <= 2 else np.moveaxis(logits, 1, -1)
     flat_t = t.reshape(-1)
     valid = flat_t != ignore_index
-    _check_classes(op, flat_t[valid], num_classes, ignore_index)
-    return x.reshape(-1, num_classes), np.where(valid, flat_t, 0), valid, t.shape
+    _check_classes("cross_entropy", flat_t[valid], num_classes, ignore_index)
+    return x.reshape(-1, num_classes), np.where(valid, flat_t, 0), valid
 
 
 def _rows_to_logits(rows: np.ndarray, shape: tuple) -> np.ndarray:
