@@ -6,6 +6,7 @@
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
     python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
     python -m viz gpt --depth 2 --out g.svg               a small GPT's training step (transformer.gpt)
+    python -m viz transformer --compiled --out p.svg      the compiled step's plan and its fused ops (also gpt)
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
     python -m viz attention --checkpoint runs/gpt/best.safetensors "ROMEO:" --out a.png   a GPT's causal maps
     python -m viz lab --checkpoint CKPT                   the attention lab, served on 127.0.0.1
@@ -15,7 +16,8 @@
 A training step's graph is recorded under tinygrad_lite.fast.plain(): the formula, one op at a
 time (Q·Kᵀ, the masked softmax, ·V; relu; layer_norm). --fast records it with every trick on, as
 training runs it: fused ops such as fused_attention, each labelled with the formula it stands for
-(viz.fast_ops.FAST_OPS).
+(viz.fast_ops.FAST_OPS). --compiled draws the plan tinygrad_lite.compiler captures of a whole training
+step instead (viz/plan.py), each fused op in a cluster named by its rule.
 
 Bad input (a missing file, an unknown format, a directory that can't be written) gives one
 line on stderr and exit code 2; --debug shows the traceback instead.
@@ -32,6 +34,7 @@ from tinygrad_lite.cli import OneLineParser, add_seed, common_flags, toy_kernels
 from viz.attention_maps import write_attention, write_gpt_attention
 from viz.explorer import cli as explorer_cli
 from viz.lab import cli as lab_cli
+from viz.plan import COMPILED_HELP, write_compiled
 from viz.render import FORMATS, check_output_path
 from viz.watch import cli as watch_cli
 
@@ -83,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[common], help=help_text, description=help_text)
         if fast:
             sub.add_argument("--fast", action="store_true", help=FAST_HELP)
+        if name in ("transformer", "gpt"):
+            sub.add_argument("--compiled", action="store_true", help=COMPILED_HELP)
         sub.add_argument("--out", required=True, help="output file: .svg, .png, .pdf or .dot")
         sub.add_argument("--rankdir", default=rankdir, choices=("LR", "TB", "RL", "BT"))
         sub.add_argument("--max-nodes", type=_positive, default=2000)
@@ -227,9 +232,20 @@ def mlp_step(args) -> tuple:
 
 def transformer_step(args) -> tuple:
     """Transformer(vocab, vocab, d_model, h, N, d_ff) on a random batch: cross-entropy, backward."""
+    from tinygrad_lite import retain_grads
+
+    model, loss, batch = transformer_parts(args)
+    with _recording(getattr(args, "fast", False)), retain_grads():
+        value = loss(*batch)
+        value.backward(retain_graph=True)
+    return value, model
+
+
+def transformer_parts(args) -> tuple:
+    """(model, loss(src, tgt_in, tgt_out), a random batch) of `viz transformer`."""
     import numpy as np
 
-    from tinygrad_lite import manual_seed, retain_grads
+    from tinygrad_lite import manual_seed
     from tinygrad_lite.nn import functional as F
     from transformer import Transformer
 
@@ -244,28 +260,35 @@ def transformer_step(args) -> tuple:
     rng = np.random.default_rng(args.seed)
     src = rng.integers(1, args.vocab, size=(args.batch, args.src_len))
     tgt = rng.integers(1, args.vocab, size=(args.batch, args.tgt_len + 1))
-    with _recording(getattr(args, "fast", False)), retain_grads():
-        logits = model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, args.vocab), tgt[:, 1:].reshape(-1), ignore_index=0)
-        loss.backward(retain_graph=True)
-    return loss, model
+
+    def loss(src, tgt_in, tgt_out):
+        return F.cross_entropy(model(src, tgt_in).reshape(-1, args.vocab), tgt_out.reshape(-1), ignore_index=0)
+    return model, loss, (src, tgt[:, :-1], tgt[:, 1:])
 
 
 def gpt_step(args) -> tuple:
     """transformer.gpt.GPT (no bias, as nanoGPT) on random ids: next-token cross-entropy, backward."""
+    from tinygrad_lite import retain_grads
+
+    model, batch = gpt_parts(args)
+    with _recording(getattr(args, "fast", False)), retain_grads():
+        loss = model.loss(*batch)
+        loss.backward(retain_graph=True)
+    return loss, model
+
+
+def gpt_parts(args, dropout: float = 0.0) -> tuple:
+    """(model, (ids, next ids)) of `viz gpt`: random ids, block_size long."""
     import numpy as np
 
-    from tinygrad_lite import manual_seed, retain_grads
+    from tinygrad_lite import manual_seed
     from transformer.gpt import GPT, GPTConfig
 
     manual_seed(args.seed)
     model = GPT(GPTConfig(vocab_size=args.vocab, block_size=args.length, n_layer=args.layers,
-                          n_head=args.heads, n_embd=args.d_model))
+                          n_head=args.heads, n_embd=args.d_model, dropout=dropout))
     ids = np.random.default_rng(args.seed).integers(0, args.vocab, size=(args.batch, args.length + 1))
-    with _recording(getattr(args, "fast", False)), retain_grads():
-        loss = model.loss(ids[:, :-1], ids[:, 1:])
-        loss.backward(retain_graph=True)
-    return loss, model
+    return model, (ids[:, :-1], ids[:, 1:])
 
 
 def translator_step(args) -> tuple:
@@ -338,6 +361,8 @@ def run_mlp(args) -> list:
 def run_transformer(args) -> list:
     from viz import draw_graph
 
+    if args.compiled:
+        return [write_compiled(args, "Transformer", *transformer_parts(args))]
     loss, model = transformer_step(args)
     graph = draw_graph(loss, model=model, collapse=args.depth, expand=args.expand, rankdir=args.rankdir,
                        max_nodes=args.max_nodes)
@@ -347,6 +372,9 @@ def run_transformer(args) -> list:
 def run_gpt(args) -> list:
     from viz import draw_graph
 
+    if args.compiled:
+        model, batch = gpt_parts(args, dropout=0.1)
+        return [write_compiled(args, "GPT", model, model.loss, batch)]
     loss, model = gpt_step(args)
     graph = draw_graph(loss, model=model, collapse=args.depth, expand=args.expand, rankdir=args.rankdir,
                        max_nodes=args.max_nodes)
