@@ -56,7 +56,7 @@ from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
 from .plugins.report import TrainingReport
-from .plugins.time_limit import TimeLimit
+from .plugins.time_limit import TimeLimit, cool_down
 from .time_budget import TimeBudget
 from .training_state import merge_saved_config, remove_partial_writes, restore_training_state, training_state
 from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
@@ -317,6 +317,7 @@ class Trainer(Run):
                 os.remove(self.metrics_path)
         self.evaluated_at = self.saved_at = self.step  # nothing to score or save before a first step
         self.budget.closing = 2 if cfg.average > 1 else 1
+        self.budget.start()  # (again when the run starts: reading the data is not the run's time)
         dist.broadcast_parameters(self.model.parameters())  # data parallel: every rank starts from rank 0's
         sources = [zh.strip() for zh, _ in self.data.splits["train"]]
         punctuated = np.mean([bool(zh) and zh[-1] in SENTENCE_END for zh in sources])
@@ -496,11 +497,9 @@ class Trainer(Run):
         return max(shares) if shares else None
 
     def cool_down(self, seconds: float) -> None:
-        """This step's lr: the schedule's, times a linear fall to 0 over the last `cooldown` share
-        of the budget. A run that knows its length learns more by ending at lr 0 than by stopping on
-        the Noam schedule's tail (Li et al., 2020, "Budgeted training"; bench/README.md "Real data")."""
-        spent = self.budget_spent(seconds) if self.cfg.cooldown else None
-        scale = 1.0 if spent is None else min(1.0, max(0.0, (1.0 - spent) / self.cfg.cooldown))
+        """This step's lr: the Noam schedule's, times the --cooldown factor (transformer.plugins.time_limit)
+        after `seconds` of the run."""
+        scale = cool_down(self.budget_spent(seconds) if self.cfg.cooldown else None, self.cfg.cooldown)
         for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
             group["lr"] = lr * scale
         self.lr = self.optimizer.param_groups[0]["lr"]

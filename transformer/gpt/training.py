@@ -520,10 +520,6 @@ class GPTTrainer(Run):
         """Seconds of training so far, over every resumed part of the run."""
         return self.budget.elapsed()
 
-    def out_of_time(self) -> bool:
-        """True when another iteration and then the closing evaluation would pass the budget."""
-        return self.time_limit.stop(self)
-
     def budget_spent(self, seconds: float | None = None) -> float:
         """The share of its budget the run has used after `seconds` of it (default: now): iterations
         of max_iters, or time of --minutes (less the closing reserve), whichever is further."""
