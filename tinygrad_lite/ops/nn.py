@@ -82,7 +82,7 @@ class NNOps:
     def gather(self, dim: int, index):
         """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather semantics)."""
         d = norm_dim("gather", dim, self.ndim)
-        idx = _array_arg(index)
+        idx = tensor.as_array(index)
         if idx.dtype.kind not in "iu":
             raise TypeError(f"gather: index must be an integer tensor, got {idx.dtype}")
         if idx.ndim != self.ndim:
@@ -91,7 +91,7 @@ class NNOps:
 
     def masked_fill(self, mask, value):
         """Set entries where `mask` is True to `value` (mask broadcasts to the tensor)."""
-        m = _array_arg(mask)
+        m = tensor.as_array(mask)
         if m.dtype != np.bool_:
             raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
         broadcast_shape("masked_fill", self.shape, m.shape)
@@ -102,7 +102,7 @@ class NNOps:
     @staticmethod
     def where(condition, x, y):
         """x where condition is True, else y; all three broadcast."""
-        c = _array_arg(condition)
+        c = tensor.as_array(condition)
         if c.dtype != np.bool_:
             raise TypeError(f"where: condition must be bool, got {c.dtype}")
         if not isinstance(x, tensor.Tensor):
@@ -112,21 +112,11 @@ class NNOps:
         return x._apply(where_op, "where", (x, y), c)
 
 
-def _array_arg(value):
-    """An index or mask argument as an array: a Tensor's data, else as_array(value). A captured step's
-    input (an array's stand-in: it has a dtype but is no NumPy value) passes as it is, for the op to read."""
-    if isinstance(value, tensor.Tensor):
-        return value.data
-    if isinstance(value, (np.ndarray, np.generic)) or not hasattr(value, "dtype"):
-        return tensor.as_array(value)
-    return value
-
-
 def _mask_arg(op, mask, shape):
     """The mask as an array; it may broadcast to the input's shape but never grow it."""
     if mask is None:
         return None
-    m = _array_arg(mask)
+    m = tensor.as_array(mask)
     if m.dtype != np.bool_ and m.dtype.kind != "f":
         raise TypeError(f"{op}: mask must be boolean (True = may attend) or float (added to the "
                         f"logits, -inf = masked), got dtype {m.dtype}")
