@@ -205,6 +205,26 @@ def test_kill_9_during_save_never_leaves_a_half_written_checkpoint(tmp_path):
     assert last > 0  # the child did replace the file between kills
 
 
+def test_save_makes_no_temporary_file_but_its_own(tmp_path, monkeypatch):
+    """A kill mid-save may leave only `.NAME.*.tmp` (atomic_write's, which a resume removes): safetensors'
+    save_file writes a `.tmpXXXXXX` of its own first, so save hands it bytes instead. Every name that
+    appears in the folder while the bytes are written is recorded (os.replace is the last step)."""
+    import tinygrad_lite.files as files
+    seen, replace = set(), os.replace
+
+    def watching_replace(src, dst):
+        seen.update(os.listdir(tmp_path))
+        replace(src, dst)
+    monkeypatch.setattr(files.os, "replace", watching_replace)
+    created = []
+    monkeypatch.setattr(safetensors.numpy, "save_file", lambda *a, **k: created.append(a))  # must not be used
+    save({"w": np.ones((64, 64), np.float32)}, tmp_path / "ck.safetensors", {"step": 1})
+    assert not created
+    assert all(name.startswith(".ck.safetensors.") and name.endswith(".tmp") for name in seen), seen
+    assert os.listdir(tmp_path) == ["ck.safetensors"]
+    np.testing.assert_array_equal(load(tmp_path / "ck.safetensors")[0]["w"], np.ones((64, 64), np.float32))
+
+
 # ---------------------------------------------------------------- modules and training state
 def test_save_module_and_load_module_round_trip(tmp_path):
     tl.manual_seed(0)

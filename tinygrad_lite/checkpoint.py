@@ -65,8 +65,9 @@ def save(tensors: dict, path, metadata: dict | None = None) -> None:
         header = {METADATA_KEY: json.dumps({} if metadata is None else metadata)}
     except (TypeError, ValueError) as e:
         raise TypeError(f"{op}: metadata must be JSON-serialisable ({e})") from None
-    with atomic_write(path, durable=True, op=op) as temp:
-        safetensors.numpy.save_file(arrays, temp, metadata=header)
+    blob = safetensors.numpy.save(arrays, metadata=header)  # bytes: save_file would write a `.tmpXXXXXX` of its own
+    with atomic_write(path, durable=True, op=op) as temp:       # beside ours, which a kill mid-write would leave
+        temp.write_bytes(blob)
         if os.environ.get(SAVE_PAUSE_ENV):  # a test's window for a kill inside the write
             time.sleep(float(os.environ[SAVE_PAUSE_ENV]))
 
