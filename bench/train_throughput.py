@@ -20,7 +20,7 @@ attention blocks, forward plus the two backward products of each, 3x the forward
 and also run alone on OpenBLAS (NumPy's matmul, float32, same shapes) as a third side of the same
 alternation: the matmul-only time is the step's BLAS-bound limit. The products counted are those
 a step needs: the position-wise layers on the batch's real tokens (our engine skips <pad> there,
-`Transformer.forward_tokens`; torch's nn.Transformer computes every position: "padded GFLOP").
+`transformer/fast/skip_padding.py`; torch's nn.Transformer computes every position: "padded GFLOP").
 The tables give each engine's useful GFLOP/s and the share of that limit it reaches (100% =
 nothing but the needed products). A fourth side runs the same products as our engine does (a
 Linear's on `nn.functional._product`: kernels.panels' micro-kernel where it beats NumPy's BLAS,

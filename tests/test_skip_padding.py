@@ -1,5 +1,5 @@
 """skip_padding (tinygrad_lite/fast.py): the position-wise layers on a batch's real tokens only
-(Transformer.forward_tokens, F.unpad / F.repad) against the plain padded forward, its oracle."""
+(transformer/fast/skip_padding.py, F.unpad / F.repad) against the plain padded forward, its oracle."""
 import sys
 from pathlib import Path
 
@@ -13,6 +13,8 @@ from tinygrad_lite.gradcheck import gradcheck
 from tinygrad_lite.nn import functional as F
 from transformer import Transformer
 from transformer.positional_encoding import PositionalEncoding
+from transformer import train
+from transformer.fast.skip_padding import forward_real_tokens
 from transformer.train import teacher_forcing_loss
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,9 +74,9 @@ def model_and_batch(seed=0, **kwargs):
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"norm_first": True, "final_norm": True}, {"tie_embeddings": True}])
-def test_forward_tokens_equals_forward_at_the_real_tokens(kwargs):
+def test_forward_real_tokens_equals_forward_at_the_real_tokens(kwargs):
     model, src, tgt = model_and_batch(**kwargs)
-    logits, real = model.forward_tokens(src, tgt)
+    logits, real = forward_real_tokens(model, src, tgt)
     np.testing.assert_array_equal(real, tgt != PAD)
     assert logits.shape == (int(real.sum()), 29)
     np.testing.assert_allclose(logits.data, model(src, tgt).data[real], rtol=1e-12, atol=1e-12)
@@ -82,7 +84,7 @@ def test_forward_tokens_equals_forward_at_the_real_tokens(kwargs):
 
 @pytest.mark.parametrize("kwargs", [{}, {"norm_first": True, "final_norm": True}])
 def test_the_loss_and_every_gradient_match_the_padded_forward(kwargs):
-    """teacher_forcing_loss with the trick on (forward_tokens) and off (forward): one loss and the
+    """teacher_forcing_loss with the trick on (forward_real_tokens) and off (forward): one loss and the
     same gradient for every parameter, float64."""
     model, src, tgt = model_and_batch(seed=1, **kwargs)
 
@@ -99,7 +101,7 @@ def test_the_loss_and_every_gradient_match_the_padded_forward(kwargs):
 
 
 def test_float32_attention_reads_the_real_rows_in_place_and_matches_the_padded_forward(monkeypatch):
-    """In float32 with d_k a multiple of 8 the attention of forward_tokens runs the tile kernels on the real
+    """In float32 with d_k a multiple of 8 the attention of forward_real_tokens runs the tile kernels on the real
     tokens' rows (kernels.attention.attention_forward_rows, no repad): the loss and every gradient still
     match the padded forward's, to float32 rounding."""
     from tinygrad_lite.kernels import attention_tiles
@@ -128,8 +130,8 @@ def test_float32_attention_reads_the_real_rows_in_place_and_matches_the_padded_f
 def test_the_trick_fires_only_when_switched_on(monkeypatch):
     model, src, tgt = model_and_batch()
     calls = []
-    original = Transformer.forward_tokens
-    monkeypatch.setattr(Transformer, "forward_tokens", lambda self, *a: calls.append(1) or original(self, *a))
+    original = train.forward_real_tokens
+    monkeypatch.setattr(train, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
     with fast.tricks_on("skip_padding"):
         teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.0)
     with fast.tricks_off("skip_padding"):
@@ -196,8 +198,8 @@ def test_the_packed_path_runs_from_the_padding_threshold_on(monkeypatch):
     model, _, _ = model_and_batch()
     rng = np.random.default_rng(4)
     calls = []
-    original = Transformer.forward_tokens
-    monkeypatch.setattr(Transformer, "forward_tokens", lambda self, *a: calls.append(1) or original(self, *a))
+    original = train.forward_real_tokens
+    monkeypatch.setattr(train, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
     src = rng.integers(1, 23, size=(5, 10))
     tgt = rng.integers(1, 29, size=(5, 11))
     positions = src.size + tgt.size - 5

@@ -217,7 +217,7 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
     """Why: training small 21% faster (train small off/on 1.21, base-short 1.18; CPU clock, 2026-12-01) at 25% <pad>.
 
     The position-wise layers (embeddings, projections, FFN, norms, generator) then run on a batch's
-    real tokens only, transformer.model.Transformer.forward_tokens; attention reads those rows in
+    real tokens only, transformer.fast.skip_padding.forward_real_tokens; attention reads those rows in
     place (MultiHeadAttention.fused_forward, F.fused_attention's `real`). Below ~10% padding the
     bookkeeping costs more than the rows saved (the toy corpus, 2% padding: off/on 0.89, measured when
     unfused attention still copied rows back), so the trick runs from SKIP_PADDING_FROM on, and only

@@ -156,30 +156,6 @@ class Transformer(Module):
         x = self.decoder(x, memory, src_mask, tgt_mask, cache)
         return self.generator(x)                                             # (B, T, tgt_vocab)
 
-    def forward_tokens(self, src, tgt) -> tuple[Tensor, np.ndarray]:
-        """forward's logits at the real (non-pad) tokens of tgt only: (n, tgt_vocab) for its n real
-        tokens, row-major, and the (B, T) bool mask of where they sit.
-
-        Everything but attention is position-wise (§3.3: "applied to each position separately and
-        identically"), so the embeddings, projections, FFNs, norms and generator run on the real
-        tokens' rows alone: a batch padded by a quarter costs about a quarter fewer multiply-adds.
-        Attention runs among each row's real tokens, read in place by the fused kernel
-        (MultiHeadAttention.fused_forward, which rows always take): a <pad> position is never a
-        key, so it changes nothing at a real one. The fast path of TRICKS.skip_padding (fast.py).
-        Same logits as forward at the real tokens (tests/test_skip_padding.py); dropout draws
-        differ, as they are made for fewer rows.
-        """
-        src_ids, src_mask = self._source(src, None)
-        tgt_ids = self._check_tokens("tgt", tgt, self.config.tgt_vocab)
-        src_real, tgt_real = src_ids != self.config.pad_id, tgt_ids != self.config.pad_id  # (B, S), (B, T)
-        x = self.src_embed(src_ids[src_real])                                # (n_src, d_model)
-        memory = self.encoder(self.positional_encoding(x, positions=np.nonzero(src_real)[1]), src_mask,
-                              real=src_real)                                 # (n_src, d_model)
-        y = self.tgt_embed(tgt_ids[tgt_real])                                # (n_tgt, d_model)
-        y = self.decoder(self.positional_encoding(y, positions=np.nonzero(tgt_real)[1]), memory, src_mask,
-                         target_mask(tgt_ids, self.config.pad_id), real=(tgt_real, src_real))
-        return self.generator(y), tgt_real                                   # (n_tgt, tgt_vocab)
-
     def new_cache(self) -> list:
         """An empty key/value cache, one dict per decoder layer."""
         return [{} for _ in range(self.config.N)]

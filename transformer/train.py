@@ -50,6 +50,7 @@ from .data import (
 )
 from .data.loaders import FormatNotDetected
 from .loop import Run, make_step, train
+from .fast.skip_padding import forward_real_tokens
 from .model import Transformer
 from .plugins.averaging import WeightAverage
 from .plugins.data_parallel import DataParallel
@@ -239,8 +240,8 @@ def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) ->
     """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
     (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids."""
     if TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, PAD):  # the position-wise
-        # layers on the real tokens only (Transformer.forward_tokens; fast.py): the same loss
-        logits, real = model.forward_tokens(src, tgt_in)                 # (n, V)
+        # layers on the real tokens only (transformer/fast/skip_padding.py): the same loss
+        logits, real = forward_real_tokens(model, src, tgt_in)           # (n, V)
         targets = tgt_out[real]
     else:
         logits = model(src, tgt_in)                                      # (B, T, V)
