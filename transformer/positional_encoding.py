@@ -42,14 +42,9 @@ class PositionalEncoding(Module):
                                            self._table.dtype)
         return self._table[:length]
 
-    def forward(self, x: Tensor, start: int = 0, positions: np.ndarray | None = None) -> Tensor:
-        """x: (B, T, d_model) embeddings of positions start .. start+T-1; or, with `positions`
-        (n,), x (n, d_model) holds one token per row at those positions (padding left out)."""
-        if positions is None:
-            T = x.shape[1]
-            pe = self.table(start + T)[start:]                                  # (T, d_model)
-        else:
-            pe = self.table(int(positions.max(initial=0)) + 1)[positions]      # (n, d_model)
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """x: (B, T, d_model) embeddings of positions start .. start+T-1."""
+        pe = self.table(start + x.shape[1])[start:]                              # (T, d_model)
         return self.dropout(x + Tensor(pe.astype(x.dtype, copy=False)))
 
     def extra_repr(self) -> str:
