@@ -31,16 +31,14 @@ class DecoderLayer(Module):
         self.add_norm3 = AddNorm(d_model, dropout, norm_first, dtype=dtype)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask=None, tgt_mask=None,
-                cache: dict | None = None, real=None) -> Tensor:
+                cache: dict | None = None) -> Tensor:
         """x: (B, T, d_model) targets so far; memory: (B, S, d_model) from the encoder.
-        `cache` holds this layer's self-attention K/V and the memory's projected K/V.
-        `real`: see Decoder.forward."""
+        `cache` holds this layer's self-attention K/V and the memory's projected K/V."""
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
-        self_real = None if real is None else (real[0], real[0])
-        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=self_cache, real=self_real))
+        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=self_cache))
         x = self.add_norm2(x, lambda y: self.cross_attn(y, memory, memory, src_mask, cache=cross_cache,
-                                                        static_kv=True, real=real))  # (B, T, d_model)
+                                                        static_kv=True))  # (B, T, d_model)
         return self.add_norm3(x, self.feed_forward)
 
 
@@ -56,10 +54,8 @@ class Decoder(Module):
         self.norm = LayerNorm(d_model, dtype=dtype) if final_norm else None
 
     def forward(self, x: Tensor, memory: Tensor, src_mask=None, tgt_mask=None,
-                cache: list | None = None, real: tuple | None = None) -> Tensor:
-        """x: (B, T, d_model) embedded targets -> (B, T, d_model), for the generator. With
-        `real` = (tgt_real (B, T), src_real (B, S)), the bool masks of the real tokens, x, memory
-        and the result hold those tokens' rows only, (n, d_model)."""
+                cache: list | None = None) -> Tensor:
+        """x: (B, T, d_model) embedded targets -> (B, T, d_model), for the generator."""
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, tgt_mask, cache=None if cache is None else cache[i], real=real)
+            x = layer(x, memory, src_mask, tgt_mask, cache=None if cache is None else cache[i])
         return self.norm(x) if self.norm is not None else x
