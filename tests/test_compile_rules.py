@@ -91,3 +91,25 @@ def test_a_step_that_sets_grad_itself_is_refused():
         return loss
     with pytest.raises(Exception, match="zero_grad"):
         compile(step)(Tensor(np.ones((2, 3))))
+
+
+def test_two_dropouts_added_draw_their_masks_in_the_eager_order():
+    """dropout(s) + dropout(x): the fused op draws where the add runs, so only the dropout that runs just
+    before the add may go into it; fusing the first one would swap the two masks."""
+    w = Tensor(np.eye(6) * 0.5, requires_grad=True)
+
+    def step(x):
+        y = (x @ w).tanh().dropout(0.5) + x.dropout(0.5)
+        loss = (y * y).sum()
+        loss.backward()
+        return loss
+    compiled = compile(step)
+    x = Tensor(np.arange(24.0).reshape(4, 6) / 10)
+    tl.manual_seed(3)
+    with fast.tricks_on("fused_residual"):
+        got = compiled(x).data.copy()
+    tl.manual_seed(3)
+    w.grad = None
+    np.testing.assert_allclose(got, step(x).data, rtol=1e-12)
+    plan = next(iter(compiled.plans.values()))
+    assert plan.op_names == ["matmul", "tanh", "dropout", "add_dropout", "mul", "sum"]

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +106,8 @@ def test_the_picture_refuses_more_nodes_than_max_nodes():
 
 
 def test_a_transformer_step_fuses_every_residual_and_leaves_the_switches_as_they_were():
-    """Add & Norm calls the fused op itself under fused_residual: compiled_plan runs the boxes plain
-    and the rule fuses. One encoder and one decoder layer: 2 + 3 residuals."""
+    """The boxes call fused ops themselves under the rules' switches: compiled_plan runs the boxes plain
+    and the rules fuse. One encoder and one decoder layer: 3 attentions, 2 feed-forwards, 5 residuals."""
     from tinygrad_lite.nn import functional as F
     from transformer import Transformer
 
@@ -117,7 +118,9 @@ def test_a_transformer_step_fuses_every_residual_and_leaves_the_switches_as_they
     plan = compiled_plan(model, lambda s, ti, to: F.cross_entropy(model(s, ti).reshape(-1, 12), to.reshape(-1)),
                          (ids, ids[:, :-1], ids[:, 1:]))
     assert [getattr(fast.TRICKS, name) for name in fast.NAMES] == before
-    assert [rule for rule, _ in plan.fusions.values()] == ["add_dropout"] * 5
+    assert [rule for rule, _ in plan.fusions.values()] == (["attention", "add_dropout", "linear_relu_dropout",
+                                                            "add_dropout"] + ["attention", "add_dropout"] * 2
+                                                           + ["linear_relu_dropout", "add_dropout"])
     assert_drawn(plan, draw_plan(plan, title="Transformer").source)
 
 
@@ -127,15 +130,21 @@ def run_viz(*args, env=None):
 
 
 @pytest.mark.cli
-@pytest.mark.parametrize("command, fusions", [("transformer", 5), ("gpt", 2)])
+@pytest.mark.parametrize("command, fusions", [("transformer", {"add_dropout": 5, "attention": 3,
+                                                                 "linear_relu_dropout": 2}),
+                                               ("gpt", {"add_dropout": 2, "attention": 1})])
 def test_the_cli_writes_the_plans_dot_source(tmp_path, command, fusions):
+    """The GPT's MLP is GELU's: no linear_relu_dropout there."""
     out = tmp_path / "plan.dot"
     done = run_viz(command, "--compiled", "--layers", "1", "--out", out)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     nodes, clusters = parse(out.read_text(encoding="utf-8"))
-    assert list(clusters.values()) == ["rule: add_dropout"] * fusions
-    assert sum(label.startswith("add_dropout") for label, _ in nodes.values()) == fusions
+    assert dict(Counter(clusters.values())) == {f"rule: {rule}": n for rule, n in fusions.items()}
+    fused_ops = {"add_dropout": "add_dropout", "attention": "fused_attention",
+                 "linear_relu_dropout": "linear_relu_dropout"}
+    for rule, n in fusions.items():
+        assert sum((label or "").split("\\n")[0] == fused_ops[rule] for label, _ in nodes.values()) == n
 
 
 @pytest.mark.cli
@@ -149,7 +158,7 @@ def test_the_cli_draws_an_svg_with_the_rule_clusters(tmp_path, monkeypatch):
     root = ET.parse(out).getroot()
     clusters = [g for g in root.iter(f"{SVG}g") if g.get("class") == "cluster"]
     texts = [" ".join(t.text or "" for t in g.iter(f"{SVG}text")) for g in clusters]
-    assert texts == ["rule: add_dropout"] * 4
+    assert sorted(texts) == ["rule: add_dropout"] * 4 + ["rule: attention"] * 2
 
 
 @pytest.mark.cli

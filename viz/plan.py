@@ -34,8 +34,9 @@ def compiled_plan(model, loss, batch: tuple, lr: float = 1e-3):
 
     Every speed trick is off but the rules' switches, and the kernels are the NumPy twins (as for a
     toy model's picture), so the rules see the plain ops. A box that still calls a fused op under a
-    rule's switch (Add & Norm's residual, fast.residual) has that switch off during the forward only:
-    the rules read their switches after the step has run, so the box runs plain and the rule fuses."""
+    rule's switch (Add & Norm's fast.residual, the FFN's fast.linear_relu_dropout, attention's
+    fused_forward) has that switch off during the forward only: the rules read their switches when the
+    compiled step is called, so the box runs plain and the rule fuses."""
     from tinygrad_lite import fast
     from tinygrad_lite.cli import toy_kernels
     from tinygrad_lite.compiler import compile

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import current_scope, retains_all_grads, toposort
-from .rules import Defer, Fuse, Record
+from .rules import Defer, Fuse, Ran, Record
 from .traced import CompileError, Input, Traced, plain, step_site, traced
 
 
@@ -51,7 +51,8 @@ class Capture:
         self.rewrites = rewrites or {}  # op index -> rules.Defer or rules.Fuse (from a first capture)
         self.records: list = []         # rules.Record of each op, by index (None where deferred)
         self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
-        self.deferred: dict = {}        # id(placeholder Tensor) -> (parents, args) of the op it stands for
+        self.deferred: dict = {}        # op index -> rules.Ran of a deferred op (its placeholder, out)
+        self.placeholders: set = set()  # id of each deferred op's placeholder Tensor
         self.fusions: dict = {}         # op index -> (rule name, the plain ops' names it replaced)
         self.prologue: list[str] = []   # NumPy on the inputs, and guards: runs first (traced.Input)
         self.lines: list[str] = []      # the program, one statement a line
@@ -135,21 +136,11 @@ class Capture:
         index = len(self.records)
         rewrite = self.rewrites.get(index)
         if isinstance(rewrite, Defer):
-            self.records.append(None)
-            r = rewrite.record
-            placeholder = Tensor._node(traced(np.broadcast_to(np.zeros((), r.dtype), r.shape)), op, parents, None)
-            self.deferred[id(placeholder)] = (parents, args)
-            self.keep.append(placeholder)
-            return placeholder
+            return self._defer(index, rewrite.record, op, parents, args)
         if isinstance(rewrite, Fuse):
-            placeholder = next(p for p in parents if id(p) in self.deferred)
-            fused = rewrite.rule.emit(parents, args, *self.deferred[id(placeholder)], placeholder)
-            if fused is None:
-                raise CompileError(f"compile: rule {rewrite.rule.name} no longer matches op '{op}' at {step_site()}")
-            self.fusions[index] = (rewrite.rule.name, (placeholder._op, op))
-            fn, op, parents, args = fused
-        self.records.append(Record(fn, op, tuple(self.made_by.get(id(p)) for p in parents), args,
-                                   None, None))
+            fn, op, parents, args = self._fuse(index, rewrite, Ran(op, parents, args))
+        self.records.append(Record(fn, op, tuple(self.made_by.get(id(p)) for p in parents), args, None, None,
+                                   leaves=tuple(None if id(p) in self.made_by else p for p in parents)))
         for p in parents:
             if id(p) in self.made_by:
                 self.records[self.made_by[id(p)]].uses += 1
@@ -170,6 +161,33 @@ class Capture:
             for module in scope:
                 self.modules[id(module)] = module
         return out
+
+    def _defer(self, index: int, record: Record, op: str, parents: tuple, args: tuple):
+        """A placeholder for op `index`, which its group's fused op stands in for (only that group reads it)."""
+        from ..tensor import Tensor
+        if op != record.op:
+            raise CompileError(f"compile: the step ran op '{op}' at {step_site()} where its first capture ran "
+                               f"'{record.op}'; a step must run the same ops on the same signature")
+        self.records.append(None)
+        zeros = np.broadcast_to(np.zeros((), record.dtype), record.shape)
+        placeholder = Tensor._node(traced(zeros), op, parents, None)
+        self.deferred[index] = Ran(op, parents, args, placeholder)
+        self.placeholders.add(id(placeholder))
+        self.keep.append(placeholder)
+        return placeholder
+
+    def _fuse(self, index: int, fuse: Fuse, root: Ran) -> tuple:
+        """(fn, op, parents, args) of the fused op that runs at op `index`, the root of `fuse`'s group."""
+        rule, roles = fuse.rule, fuse.roles
+        ran = {role: root if i == index else self.deferred.pop(i, None) for role, i in roles.items()}
+        fused = None if None in ran.values() else rule.emit(ran)
+        if fused is None or any(id(p) in self.placeholders for p in fused.parents):
+            raise CompileError(f"compile: rule {rule.name} no longer matches op '{root.op}' at {step_site()}")
+        self.fusions[index] = (rule.name, tuple(ran[role].op for role in sorted(roles, key=roles.get)))
+        for leaf, value in fused.assumed:
+            self.prologue.append(f"if not np.array_equal({self.var_of(leaf)}, {self.const(value)}): "
+                                 "return FALLBACK")
+        return fused.fn, fused.op, fused.parents, fused.args
 
     def numpy(self, func, args, kwargs) -> Input:
         """NumPy's `func` on step inputs (traced.Input): computed now, and noted in the prologue."""

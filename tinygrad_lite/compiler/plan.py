@@ -29,8 +29,8 @@ class Plan:
         namespace = dict(capture.constants, np=np, FALLBACK=FALLBACK)
         exec(compile(self.source, "<compiled step>", "exec"), namespace)
         self.replay = namespace["replay"]
-        self.records = [None if r is None else replace(r, args=()) for r in capture.records]  # each op's
-        # rules.Record (None where a rule absorbed it), without arguments: they may hold the capture's arrays
+        self.records = [None if r is None else replace(r, args=(), leaves=()) for r in capture.records]  # each
+        # op's rules.Record (None where a rule absorbed it), without arguments and leaves: they may hold arrays
         self.fusions = capture.fusions    # op index -> (rule name, the plain ops' names it replaced)
         self.op_names = [r.op for r in capture.records if r is not None]  # the ops it runs, in order
         self.ops = len(self.op_names)

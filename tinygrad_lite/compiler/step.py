@@ -55,9 +55,11 @@ class CompiledStep:
 
     def capture(self, args: tuple) -> Plan:
         """Run fn dry on args and return its plan (nothing the step changes is changed): once to
-        record its ops, and once more with what the rewrite rules fuse, if they fuse anything."""
+        record its ops, and once more with what the rewrite rules fuse, if they fuse anything. The rules
+        are those switched on now, at the call (the signature's switches), whatever the step switches."""
+        switched_on = rules.switched_on()
         capture = self._capture(args, Capture())
-        rewrites = rules.find(capture.records)
+        rewrites = rules.find(capture.records, switched_on)
         if rewrites:
             capture = self._capture(args, Capture(rewrites))
         self.captures += 1

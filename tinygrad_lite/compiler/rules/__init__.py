@@ -1,0 +1,41 @@
+"""The rewrite rules: patterns of plain ops that a plan runs as one fused op.
+
+Each rule is a small named entry, one file each: what it matches, what it emits, the switch that
+turns it off (a name in fast.TRICKS, so `fast.plain()` and `tricks_off(name)` turn it off with the
+eager fast path of the same name), and its measured gain. A rule reads the first capture's op records
+and answers groups of ops to fuse (pattern.py); the step is then captured again with each group run
+as the rule's fused op (capture.py). With its switch off, the plain ops run: the rule's test oracle
+(tests/test_compile_rules*.py). The switches are read when the compiled step is called (they are part
+of the plan's signature), not while the step runs: a step may run a box plain inside
+`tricks_off(...)` and still have the rule fuse it.
+"""
+from __future__ import annotations
+
+from ... import fast
+from .add_dropout import AddDropout
+from .attention import Attention
+from .linear_relu_dropout import LinearReluDropout
+from .pattern import Defer, Fuse, Fused, Ran, Record, is_group
+
+RULES = (Attention(), LinearReluDropout(), AddDropout())  # an op goes to the first rule that matches it
+
+__all__ = ["RULES", "Defer", "Fuse", "Fused", "Ran", "Record", "find", "switched_on"]
+
+
+def switched_on() -> tuple:
+    """The rules whose switch is on now."""
+    return tuple(rule for rule in RULES if getattr(fast.TRICKS, rule.switch))
+
+
+def find(records: list, rules: tuple) -> dict:
+    """{op index: Defer or Fuse}: each group that `rules` match, in the table's order, and that runs as
+    one op (pattern.is_group), unless an earlier group took one of its ops."""
+    rewrites = {}
+    for rule in rules:
+        for roles in rule.find(records):
+            if set(roles.values()) & set(rewrites) or not is_group(records, roles, rule.draws):
+                continue
+            root = max(roles.values())
+            rewrites.update({i: Defer(records[i]) for i in roles.values() if i != root})
+            rewrites[root] = Fuse(rule, roles)
+    return rewrites
