@@ -15,6 +15,7 @@ import importlib
 import inspect
 
 from .kernels.backend import use_numba
+from .kernels.twins import TWINS as KERNEL_TWINS
 
 FORMULAS = {}  # op name -> its NumPy formula, as its op file wrote it
 OPS = {}       # op name -> the function its op file calls: the twin or the formula, by backend
@@ -24,8 +25,7 @@ class _Twins(dict):
     """op name -> its Numba twin, looked up in kernels.TWINS on first use (the formula if it has none)."""
 
     def __missing__(self, name):
-        from .kernels import TWINS
-        where = TWINS.get(name)
+        where = KERNEL_TWINS.get(name)
         if where is None:
             twin = FORMULAS[name]
         else:

@@ -63,7 +63,7 @@ def plain():
     what the paper's boxes and the Tensor ops say, one op at a time: what graph pictures, notebooks
     and the walkthrough show, and the oracle every fast path is tested against
     (tests/test_plain_path.py)."""
-    from .kernels import use_backend
+    from .kernels.backend import use_backend
     with tricks_off(), use_backend("numpy"):
         yield TRICKS
 

@@ -3,7 +3,7 @@ fuses several.
 
 An op's formula lives in its op file, in NumPy: softmax, log_softmax, layer norm and dropout's
 counter-based keep mask in tinygrad_lite/ops/nn.py, GELU in ops/unary.py, cross-entropy's and the
-embedding's gradients in nn/functional.py, Adam's update in optim/adam.py. TWINS below registers
+embedding's gradients in nn/functional.py, Adam's update in optim/adam.py. TWINS (kernels.twins) registers
 the Numba kernel that computes the same op faster, and the op file's `@has_twin` line runs it
 under the numba backend (tinygrad_lite.dispatch); the formula is the twin's test oracle. The rest
 is machinery whose NumPy twins compose several ops: attention (per-query, SIMD tiles), fused
@@ -41,21 +41,7 @@ from .attention import (
 )
 from .backend import BACKENDS, ENV_VAR, get_backend, set_backend, use_backend
 from .fused import add_dropout, bias_relu_dropout_, dropout_backward, relu_dropout_backward
-
-TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of its Numba twin in this package
-    "softmax_forward": "softmax:softmax_forward_numba",
-    "softmax_backward": "softmax:softmax_backward_numba",
-    "log_softmax_forward": "softmax:log_softmax_forward_numba",
-    "log_softmax_backward": "softmax:log_softmax_backward_numba",
-    "layernorm_forward": "layernorm:layernorm_forward_numba",
-    "layernorm_backward": "layernorm:layernorm_backward_numba",
-    "gelu_forward": "gelu:gelu_forward_numba",
-    "gelu_and_slope": "gelu:gelu_and_slope_numba",
-    "cross_entropy_backward": "cross_entropy:cross_entropy_backward_numba",
-    "adam_update": "adam:adam_update_numba",
-    "keep_mask_from_seed": "dropout:keep_mask_from_seed_numba",
-    "embedding_backward": "embedding:embedding_backward_numba",
-}
+from .twins import TWINS
 
 __all__ = [
     "BACKENDS", "ENV_VAR", "add_dropout", "attention_backward", "attention_backward_rows", "attention_forward_rows",

@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from .softmax import additive_mask
+
 NO_KEEP = np.zeros((0, 0, 0, 0), np.bool_)   # "no dropout" for the kernels, which take arrays only
 
 
@@ -38,10 +40,8 @@ def mask_in(mask, shape, dtype):
 
 
 def additive(mask, dtype):
-    """A prepared mask as additive logits: True -> 0, False -> -inf; floats as they are."""
-    if mask is None or mask.dtype != np.bool_:
-        return mask
-    return np.where(mask, dtype.type(0), dtype.type(-np.inf))
+    """A prepared mask as additive logits (softmax.additive_mask), or None."""
+    return None if mask is None else additive_mask(mask, dtype)
 
 
 def mask_4d(mask, shape):

@@ -13,7 +13,6 @@ multiplications by subnormals (slow on x86; a masked attention tile took 1.5x lo
 
 Importing this module compiles nothing; `numba_exp_and_max()` registers both on first use.
 """
-import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -32,6 +31,12 @@ _LN2_HI_F32, _LN2_LO_F32 = np.float32(0.693359375), np.float32(-2.12194440e-4)
 _ROUNDING_SHIFT_F64, _ROUNDING_SHIFT_F32 = 1.5 * 2.0**52, np.float32(1.5 * 2.0**23)
 _ROUNDING_SHIFT_BITS_F64 = np.int64(np.float64(_ROUNDING_SHIFT_F64).view(np.int64))
 _ROUNDING_SHIFT_BITS_F32 = np.int32(_ROUNDING_SHIFT_F32.view(np.int32))
+# Per float type: where e^x underflows to 0 and where it is clamped (overflows to inf), log2(e), ln(2) in two
+# parts, the rounding shift and its bits, the Taylor coefficients, the exponent's bias and the mantissa's width.
+_EXP_F64 = (-746.0, 710.0, _LOG2E, _LN2_HI_F64, _LN2_LO_F64, _ROUNDING_SHIFT_F64, _ROUNDING_SHIFT_BITS_F64,
+            _EXP_COEFFS_F64, 1023, 52)
+_EXP_F32 = (np.float32(-104.0), np.float32(89.0), np.float32(_LOG2E), _LN2_HI_F32, _LN2_LO_F32, _ROUNDING_SHIFT_F32,
+            _ROUNDING_SHIFT_BITS_F32, _EXP_COEFFS_F32, 127, 23)
 
 
 # Stubs that only name the helpers: Numba compiles the bodies registered with @overload below.
@@ -92,47 +97,33 @@ def _bit_casts(numba):
 
 
 def _compile_exp(numba, casts):
-    """(exp_f32, exp_f64): exp written out (see the module docstring), so that LLVM can vectorise
-    the exp pass."""
-    njit = functools.partial(numba.njit, cache=True)
-    float64_from_bits, bits_of_float64 = casts.float64_from_bits, casts.bits_of_float64
-    float32_from_bits, bits_of_float32 = casts.float32_from_bits, casts.bits_of_float32
+    """(exp_f32, exp_f64): exp written out (see the module docstring), one body compiled for each float type,
+    so that LLVM can vectorise the exp pass."""
+    return (_compile_exp_of(numba, np.float32, np.int32, casts.float32_from_bits, casts.bits_of_float32, *_EXP_F32),
+            _compile_exp_of(numba, np.float64, np.int64, casts.float64_from_bits, casts.bits_of_float64, *_EXP_F64))
 
-    @njit(fastmath={"contract"})
-    def exp_f64(x):
-        underflow = x < -746.0
-        x = 0.0 if underflow else min(x, 710.0)
-        shifted = x * _LOG2E + _ROUNDING_SHIFT_F64
-        n = shifted - _ROUNDING_SHIFT_F64
-        r = (x - n * _LN2_HI_F64) - n * _LN2_LO_F64
-        c = _EXP_COEFFS_F64
-        p = c[13]
-        for k in range(12, -1, -1):
-            p = p * r + c[k]
-        n_int = bits_of_float64(shifted) - _ROUNDING_SHIFT_BITS_F64
-        half = n_int >> 1
-        rest = n_int - half
-        value = p * float64_from_bits((half + 1023) << 52) * float64_from_bits((rest + 1023) << 52)
-        return 0.0 if underflow else value
 
-    @njit(fastmath={"contract"})
-    def exp_f32(x):
-        underflow = x < np.float32(-104.0)
-        x = np.float32(0.0) if underflow else min(x, np.float32(89.0))
-        shifted = x * np.float32(_LOG2E) + _ROUNDING_SHIFT_F32
-        n = shifted - _ROUNDING_SHIFT_F32
-        r = (x - n * _LN2_HI_F32) - n * _LN2_LO_F32
-        c = _EXP_COEFFS_F32
-        p = c[7]
-        for k in range(6, -1, -1):
-            p = p * r + c[k]
-        n_int = bits_of_float32(shifted) - _ROUNDING_SHIFT_BITS_F32
-        half = np.int32(n_int >> 1)
-        rest = np.int32(n_int - half)
-        value = p * float32_from_bits(np.int32((half + 127) << 23)) * float32_from_bits(np.int32((rest + 127) << 23))
-        return np.float32(0.0) if underflow else value
+def _compile_exp_of(numba, float_type, int_type, from_bits, bits_of, lowest, highest, log2e, ln2_hi, ln2_lo,
+                    shift, shift_bits, coeffs, bias, mantissa):
+    """exp for one float type, from its constants (_EXP_F32, _EXP_F64)."""
+    last = len(coeffs) - 1
 
-    return exp_f32, exp_f64
+    @numba.njit(cache=True, fastmath={"contract"})
+    def exp(x):
+        underflow = x < lowest
+        x = float_type(0.0) if underflow else min(x, highest)
+        shifted = x * log2e + shift
+        n = shifted - shift
+        r = (x - n * ln2_hi) - n * ln2_lo
+        p = coeffs[last]
+        for k in range(last - 1, -1, -1):
+            p = p * r + coeffs[k]
+        n_int = bits_of(shifted) - shift_bits
+        half = int_type(n_int >> 1)
+        rest = int_type(n_int - half)
+        value = p * from_bits(int_type((half + bias) << mantissa)) * from_bits(int_type((rest + bias) << mantissa))
+        return float_type(0.0) if underflow else value
+    return exp
 
 
 def _register_row_max(numba, casts):

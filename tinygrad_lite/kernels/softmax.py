@@ -63,6 +63,14 @@ def _trusted_mask(mask, x):
     assert all(m in (1, n) for m, n in zip(mask.shape[::-1], x.shape[::-1])), (mask.shape, x.shape)
 
 
+def additive_mask(mask, dtype):
+    """A mask as numbers added to the logits, as the formula reads it (ops.nn.additive_mask): True (may attend)
+    -> 0, False -> -inf; floats in `dtype`."""
+    if mask.dtype == np.bool_:
+        return np.where(mask, dtype.type(0), dtype.type(-np.inf))
+    return mask.astype(dtype, copy=False)
+
+
 def _mask_by_row(additive, x_shape):
     """(mask rows as a C-contiguous (M, N) array, int64 index of the mask row for each x row)."""
     n = x_shape[-1]
@@ -104,6 +112,11 @@ def _softmax_backward_rows(y, dy, scale, dx):
     raise NotImplementedError
 
 
+def _row_sum(a, r):
+    """Σ_j a[r, j] for 2-D a (Numba only)."""
+    raise NotImplementedError
+
+
 def _log_softmax_rows(x, out):
     """out = log_softmax(x) for a block of rows (Numba only)."""
     raise NotImplementedError
@@ -121,6 +134,7 @@ def _numba_kernels(numba):
 
     exps = numba_exp_and_max()
     register_jitable(_chunking)
+    _register_row_sum()
     _register_softmax_rows(numba)
     _register_log_softmax_rows(numba)
     _register_log_softmax_backward_rows(numba)
@@ -135,6 +149,20 @@ def register_numba() -> None:
 
 # Chunk bodies. Rows arrive as views indexed from 0, so LLVM can prove indices non-negative and
 # vectorise; exp runs as one long loop over the whole chunk instead of one per row.
+
+def _register_row_sum():
+    """Compile _row_sum, inlined into the chunk bodies under their fastmath flags."""
+    from numba.extending import overload
+
+    @overload(_row_sum, jit_options={"fastmath": FASTMATH}, inline="always")
+    def _row_sum_typed(a, r):
+        def row_sum(a, r):
+            total = a.dtype.type(0)
+            for j in range(a.shape[1]):
+                total += a[r, j]
+            return total
+        return row_sum
+
 
 def _register_softmax_rows(numba):
     """Compile _softmax_rows and _softmax_backward_rows."""
@@ -162,9 +190,7 @@ def _register_softmax_rows(numba):
             for i in range(flat.size):
                 flat[i] = simd_exp(flat[i])
             for r in range(x.shape[0]):
-                total = x.dtype.type(0)
-                for j in range(n):
-                    total += out[r, j]
+                total = _row_sum(out, r)
                 if total != 0:
                     inv = x.dtype.type(1) / total
                     for j in range(n):
@@ -208,9 +234,7 @@ def _register_log_softmax_rows(numba):
             for i in range(flat_out.size):
                 flat_exps[i] = simd_exp(flat_out[i])
             for r in range(x.shape[0]):
-                total = x.dtype.type(0)
-                for j in range(n):
-                    total += exps[r, j]
+                total = _row_sum(exps, r)
                 if total != 0:
                     log_total = np.log(total)
                     for j in range(n):
@@ -302,7 +326,6 @@ def softmax_forward_numba(x, scale=1.0, mask=None):
     scale = _as_scale(scale, x.dtype)
     additive = None
     if mask is not None:
-        from ..ops.nn import additive_mask  # here, not on top: the kernels load before the ops
         _trusted_mask(mask, x)
         additive = additive_mask(mask, x.dtype)
     out = np.empty(x.shape, x.dtype)
