@@ -51,19 +51,7 @@ from transformer.walkthrough.networks import (
     train_xor,
 )
 from transformer.walkthrough.positions import boss_output, section_pe, shift_error
-from transformer.walkthrough.printing import (
-    FIGURE_NAMES,
-    Figures,
-    Tally,
-    check,
-    claim,
-    fmt,
-    heading,
-    matches_printed,
-    matrix_lines,
-    note,
-    show,
-)
+from transformer.walkthrough.printing import Figures, matches_printed
 from transformer.walkthrough.sections import SECTIONS, run
 from transformer.walkthrough.self_attention import (
     ARTICLE_LOOKUP_SCORES,
@@ -90,8 +78,7 @@ from transformer.walkthrough.sublayers import (
 )
 
 __all__ = [
-    "main", "run", "SECTIONS", "Figures", "Tally", "FIGURE_NAMES",
-    "heading", "claim", "show", "check", "note", "fmt", "matrix_lines", "matches_printed",
+    "main", "run", "SECTIONS", "Figures", "matches_printed",
     "SENTENCE", "TRANSLATION", "D_MODEL", "H", "D_FF", "N_LAYERS", "softmax64", "toy_vocab", "six_token_input",
     "XOR_INPUTS", "XOR_TARGETS", "train_xor", "section_xor", "descent_loss", "gradient_descent", "section_descent",
     "ARTICLE_LOOKUP_SCORES", "ARTICLE_LOOKUP_SOFTMAX", "section_embedding", "section_attention", "section_lookup",

@@ -9,7 +9,7 @@ import tinygrad_lite as tl
 from tinygrad_lite import Tensor
 from tinygrad_lite.nn import Linear
 from transformer import MultiHeadAttention, Transformer, causal_mask, scaled_dot_product_attention
-from transformer.walkthrough.example import D_MODEL, SENTENCE, TRANSLATION, H, six_token_input
+from transformer.walkthrough.example import D_MODEL, SENTENCE, TRANSLATION, H, six_tokens_then_seed
 from transformer.walkthrough.printing import check, claim, fmt, heading, matrix_lines, note, show
 
 
@@ -18,8 +18,7 @@ def section_causal(figures=None) -> dict:
     heading(12, "掩码自注意力", "Masked (causal) self-attention", "Masked Multi-Head Attention")
     claim("逐行 softmax 之前，把 QKᵀ 中对角线以上（即未来位置）的分数改成 −∞",
           "before the row softmax, the scores above QKᵀ's diagonal (the future positions) become −∞")
-    _, x = six_token_input()
-    tl.manual_seed(0)
+    x = six_tokens_then_seed(0)
     w_q, w_k = Linear(D_MODEL, 64, bias=False), Linear(D_MODEL, 64, bias=False)
     scores = (w_q(x) @ w_k(x).transpose(-2, -1)).data / 8.0
     mask = causal_mask(6)[0, 0]

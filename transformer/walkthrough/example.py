@@ -36,3 +36,11 @@ def six_token_input(seed: int = 0) -> tuple[list, Tensor]:
     table[...] = np.random.default_rng(seed).standard_normal(table.shape) / math.sqrt(D_MODEL)
     x = PositionalEncoding(D_MODEL, dropout=0.0)(embed(np.array([vocab.encode(tokens)])))
     return tokens, x[0]
+
+
+def six_tokens_then_seed(layers_seed: int = 0) -> Tensor:
+    """six_token_input's 6 × 512 input, then the engine's rng reset to `layers_seed`: the layers a section
+    builds next get the same weights whatever drawing the input took."""
+    _, x = six_token_input()
+    tl.manual_seed(layers_seed)
+    return x

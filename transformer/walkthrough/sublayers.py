@@ -19,7 +19,7 @@ from transformer import (
     Transformer,
     scaled_dot_product_attention,
 )
-from transformer.walkthrough.example import D_FF, D_MODEL, N_LAYERS, H, six_token_input
+from transformer.walkthrough.example import D_FF, D_MODEL, N_LAYERS, H, six_tokens_then_seed
 from transformer.walkthrough.printing import check, claim, heading, note, show
 from transformer.walkthrough.softmax import dot_product_variance
 
@@ -31,9 +31,7 @@ def section_multihead(figures=None) -> dict:
           "拼回 512 维后乘 W^O",
           "MultiHead(Q,K,V) = Concat(head_1, …, head_h)W^O: 512 = 8 heads × 64, each attending in its "
           "own 64 dimensions; the heads are concatenated back and projected by W^O")
-    _, x2 = six_token_input()
-    x = x2.reshape(1, 6, D_MODEL)
-    tl.manual_seed(1)
+    x = six_tokens_then_seed(1).reshape(1, 6, D_MODEL)
     mha = MultiHeadAttention(D_MODEL, H, dropout=0.0)
     q = mha.split_heads(mha.w_q(x))
     k = mha.split_heads(mha.w_k(x))
@@ -163,8 +161,7 @@ def section_ffn(figures=None) -> dict:
     heading(11, "前馈网络", "Position-wise feed-forward network", "Feed Forward MLP")
     claim("FFN(x) = max(0, xW1 + b1)W2 + b2：每个 token 先升到 2048 维、过 ReLU，再降回 512 维",
           "FFN(x) = max(0, xW1 + b1)W2 + b2: each token goes 512 → 2048 → ReLU → 512")
-    _, x = six_token_input()
-    tl.manual_seed(0)
+    x = six_tokens_then_seed(0)
     ffn = PositionwiseFeedForward(D_MODEL, D_FF, dropout=0.0)
     hidden = ffn.w_1(x).relu()
     out = ffn(x)
