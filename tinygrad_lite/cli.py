@@ -1,6 +1,7 @@
 """The command-line toolkit of `python -m transformer`, `python -m transformer gpt` and
 `python -m viz`: one parser whose mistakes are one line (with "did you mean"), the flags every
-program spells the same way (--debug, --threads, --seed, --out/--resume/--overwrite, --minutes),
+program spells the same way (--debug, --threads, --seed, --out/--resume/--overwrite, --minutes,
+--no-compile),
 the checks of the files a command reads and writes, and the run that turns an error into one line.
 """
 from __future__ import annotations
@@ -125,6 +126,25 @@ def add_minutes(parser, default_help: str = "none") -> None:
 def minutes_limit(minutes: float) -> float | None:
     """--minutes as a trainer's config takes it: None (no limit) for 0."""
     return minutes or None
+
+
+COMPILE_ENV = "TINYGRAD_LITE_COMPILE"  # 0: trainers run their steps eagerly unless --compile is given
+
+
+def add_compile(parser) -> None:
+    """--compile / --no-compile: a trainer's step (its loss and backward) as a compiled plan, the default,
+    or eagerly, op by op; without either flag, $TINYGRAD_LITE_COMPILE=0 means eager (see compile_chosen)."""
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the step's loss and backward as a compiled plan (tinygrad_lite.compiler); "
+                             f"--no-compile: eagerly, op by op (default: compiled, unless ${COMPILE_ENV}=0)")
+
+
+def compile_chosen(args) -> bool:
+    """Whether the run compiles its step: --compile / --no-compile, else ${COMPILE_ENV} (0, false, no,
+    off: eager), else compiled."""
+    if getattr(args, "compile", None) is not None:
+        return args.compile
+    return os.environ.get(COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def add_run_flags(parser, default_out: str, held: str) -> None:

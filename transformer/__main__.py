@@ -14,6 +14,7 @@ import warnings
 from tinygrad_lite.cli import (
     CLIError,
     OneLineParser,
+    add_compile,
     add_minutes,
     add_run_flags,
     add_seed,
@@ -21,6 +22,7 @@ from tinygrad_lite.cli import (
     check_output_dir,
     check_run_flags,
     common_flags,
+    compile_chosen,
     finite_float,
     minutes_limit,
     non_negative_float,
@@ -119,6 +121,7 @@ def add_train_recipe_arguments(t) -> None:
     t.add_argument("--embed-init", choices=["normal", "xavier"], default=None,
                    help="embedding init: N(0, 1/d_model) (default) or Xavier-uniform (PyTorch tutorial)")
     t.add_argument("--clip", type=non_negative_float, default=None, help="gradient-norm clip (0: off)")
+    add_compile(t)
     t.add_argument("--cooldown", type=non_negative_float, default=None,
                    help="lower the lr linearly to 0 over this last share of the run's budget (--minutes, "
                         "--max-steps or --epochs; 0: off)")
@@ -242,6 +245,7 @@ def train_overrides(args) -> dict:
 def cmd_train(args) -> int:
     from tinygrad_lite import distributed as dist
 
+    from .plugins.compiled import describe_step
     from .train import Interrupted, TrainConfig, Trainer, TrainingReport, real_data_config
     overrides = train_overrides(args)
     for path in (args.data, args.dev, args.test):
@@ -254,7 +258,7 @@ def cmd_train(args) -> int:
     if "epochs" not in overrides and (args.minutes or args.max_steps):
         overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
     cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
-                      extra={"explicit": explicit}, **overrides)
+                      compile=compile_chosen(args), extra={"explicit": explicit}, **overrides)
     dist.init()
     if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
         sys.stdout = open(os.devnull, "w")
@@ -285,6 +289,7 @@ def cmd_train(args) -> int:
     kept = "best model on dev" if with_dev else "model (no dev split: the latest)"
     print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; {kept}: {report['checkpoint']} "
           f"(latest, for --resume: {trainer.checkpoint_path})")
+    print(f"step: {describe_step(trainer.compiled)}")
     for split, label in (("test", "held-out test"), ("novel", "compositional (novel combinations)")):
         if split in report:
             r = report[split]
@@ -325,7 +330,7 @@ def print_training_header(trainer, ranks: int) -> None:
     print(f"training on {'the built-in corpus' if cfg.data is None else cfg.data}: "
           f"{len(trainer.data.splits['train'])} train / {len(trainer.data.splits.get('dev', []))} dev pairs, "
           f"vocab zh {len(trainer.data.src_vocab)} / en {len(trainer.data.tgt_vocab)}, "
-          f"{trainer.model.num_parameters():,} parameters")
+          f"{trainer.model.num_parameters():,} parameters; step {'compiled' if cfg.compile else 'eager'}")
     if ranks > 1:
         from .train import scaled_lr
         print(f"data parallel: {ranks} ranks, each a batch of --max-tokens {cfg.max_tokens} a step ({ranks} "

@@ -6,12 +6,15 @@
         checkpoint, when due        everything needed to resume, written between two steps
         step(batch)                 loss -> backward -> clip -> the optimizer's step (make_step)
 
-The step is a function of a batch, built where the run is built and handed to the loop, so that it
-can be changed as a whole (compiled, say) without the loop knowing. The run (a `Run`) says where its
-batches come from, when it is finished, when an evaluation or a checkpoint is due, and does them.
+The step is a function of a batch, built where the run is built and handed to the loop. Its first
+part, the loss and backward (forward_backward), is what runs op by op; the trainers hand make_step
+that part compiled (tinygrad_lite.compiler) unless told --no-compile, and the loop never knows.
+The run (a `Run`) says where its batches come from, when it is finished, when an evaluation or a
+checkpoint is due, and does them.
 A trainer runs (Trainer.run in transformer/train.py, GPTTrainer.run in transformer/gpt/training.py)
 
-    step = make_step(loss_of, model.parameters(), optimizer, clip=1.0, set_lr=schedule)
+    gradients = forward_backward(loss_of, optimizer)           # or that function compiled
+    step = make_step(gradients, tokens_of, model.parameters(), optimizer, clip=1.0, set_lr=schedule)
     train(run, step, plugins=[TimeLimit(budget), CtrlC()])
 
 What a production run adds (a --minutes budget, Ctrl-C, averaging gradients over MPI ranks, stopping
@@ -93,18 +96,30 @@ class Run:
         raise NotImplementedError
 
 
-def make_step(loss_of, parameters, optimizer, *, clip: float, set_lr, scheduler=None, plugins=()):
-    """The training step: `loss_of(batch)` -> (loss Tensor, target tokens), backward, the gradient
-    norm clipped at `clip` (0: not clipped), this step's learning rate (`set_lr()`), the optimizer's
-    step, then the scheduler's if there is one. `plugins` see the gradients before clipping
-    (Plugin.gradients). Returns a function of a batch that returns Stepped."""
+def forward_backward(loss_of, optimizer):
+    """The part of the step that runs op by op: `loss_of(batch)` -> the batch's loss Tensor, then
+    backward from zeroed gradients, which fills every parameter's .grad. Returns a function of a batch
+    that returns the loss. A trainer may hand make_step this function compiled instead (the same
+    numbers from a replayed plan, transformer/plugins/compiled.py): the loop does not know which."""
+    def gradients(batch):
+        loss = loss_of(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        return loss
+    return gradients
+
+
+def make_step(gradients, tokens_of, parameters, optimizer, *, clip: float, set_lr, scheduler=None, plugins=()):
+    """The training step: `gradients(batch)` -> its loss, with every .grad filled (forward_backward);
+    the plug-ins see the gradients (Plugin.gradients, with the loss's value and the batch's target
+    tokens, `tokens_of(batch)`); the gradient norm clipped at `clip` (0: not clipped); this step's
+    learning rate (`set_lr()`), the optimizer's step, then the scheduler's if there is one. Returns a
+    function of a batch that returns Stepped."""
     parameters = list(parameters)
 
     def step(batch) -> Stepped:
-        loss, tokens = loss_of(batch)
-        optimizer.zero_grad()
-        loss.backward()
-        value = loss.item()
+        loss = gradients(batch)
+        value, tokens = loss.item(), tokens_of(batch)
         for plugin in plugins:
             value, tokens = plugin.gradients(batch, value, tokens)
         grad_norm = clip_grad_norm_(parameters, clip) if clip else None

@@ -49,10 +49,11 @@ from .data import (
     tokenize_zh,
 )
 from .data.loaders import FormatNotDetected
-from .loop import Run, make_step, train
 from .fast.skip_padding import forward_real_tokens
+from .loop import Run, forward_backward, make_step, train
 from .model import Transformer
 from .plugins.averaging import WeightAverage
+from .plugins.compiled import SKIPPING_PADDING, CompiledGradients
 from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
@@ -99,6 +100,7 @@ class TrainConfig:
     resume: bool = False
     progress: bool = True
     threads: int | None = None       # BLAS + Numba; None: set_num_threads' or $TINYGRAD_LITE_NUM_THREADS or 1
+    compile: bool = True             # the step's loss and backward as a compiled plan; False: eager (--no-compile)
     extra: dict = field(default_factory=dict)
 
 
@@ -296,6 +298,7 @@ class Trainer(Run):
         self.on_eval = on_eval
         self.budget = TimeBudget(cfg.minutes)  # --minutes over every resumed part (transformer.time_budget)
         self.losses = []          # the training losses since the last evaluation
+        self.compiled = self.stepper = None  # the step's compiled part (build_step), train_step's step
         self.steps_per_epoch = 0  # of the current epoch, once it starts
         self.epoch_over, self.batches, self.window = False, (None, []), [0, time.perf_counter()]
         if dist.is_main():  # data parallel: rank 0 alone writes files
@@ -371,26 +374,39 @@ class Trainer(Run):
             self.scheduler.step()  # the same step again: the lr the next optimizer step uses
 
     # ------------------------------------------------------------ the step and the loop
-    def loss_of(self, batch) -> tuple[Tensor, int]:
-        return batch_loss(self.model, batch, self.cfg.label_smoothing)
+    def loss_of(self, batch) -> Tensor:
+        """Teacher forcing on a batch (src, tgt): batch_loss's loss."""
+        src, tgt = batch
+        return teacher_forcing_loss(self.model, src, tgt[:, :-1], tgt[:, 1:], self.cfg.label_smoothing)
+
+    @staticmethod
+    def tokens_of(batch) -> int:
+        """The batch's target tokens (batch_loss's count)."""
+        _, tgt = batch
+        return int((tgt[:, 1:] != PAD).sum())
 
     def rerun(self, batch) -> None:
-        """This step's forward and backward again (NonFiniteLoss names the op that made a NaN)."""
-        loss, _ = self.loss_of(batch)
-        self.optimizer.zero_grad()
-        loss.backward()
+        """This step's forward and backward again, eagerly (NonFiniteLoss names the op that made a NaN)."""
+        forward_backward(self.loss_of, self.optimizer)(batch)
 
     def build_step(self):
-        """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the gradient norm
-        clipped at --clip; a NaN loss stops it, the ranks' gradients are averaged (data parallel), a
-        loss far above its start stops it, and the lr cools down (cool_down) at the ranks' mean time."""
-        return make_step(self.loss_of, self.model.parameters(), self.optimizer, clip=self.cfg.clip,
-                         set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
+        """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the loss and backward
+        compiled unless --no-compile (transformer.plugins.compiled; a batch that skips <pad> rows runs
+        eagerly), the gradient norm clipped at --clip; a NaN loss stops it, the ranks' gradients are
+        averaged (data parallel), a loss far above its start stops it, and the lr cools down (cool_down)
+        at the ranks' mean time."""
+        gradients = forward_backward(self.loss_of, self.optimizer)
+        if self.cfg.compile:  # (eager= goes once the compiler captures skip_padding's rows)
+            gradients = self.compiled = CompiledGradients(gradients, eager=SKIPPING_PADDING)
+        return make_step(gradients, self.tokens_of, self.model.parameters(), self.optimizer,
+                         clip=self.cfg.clip, set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
                          scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
 
     def train_step(self, batch) -> tuple[float, int]:
-        """One step outside the loop (benchmarks, tests): (the global batch's loss, its target tokens)."""
-        stepped = self.build_step()(batch)
+        """One step outside the loop (benchmarks, tests): (the global batch's loss, its target tokens).
+        The step is built once, so a compiled one replays its plans."""
+        self.stepper = self.stepper or self.build_step()
+        stepped = self.stepper(batch)
         self.step += 1
         self.grad_norm = stepped.grad_norm
         return stepped.loss, stepped.tokens

@@ -34,7 +34,7 @@ from .translator import TranslatorError
 RESUME_FIXED = {"d_model", "heads", "layers", "d_ff", "data", "dev", "test", "lowercase", "min_freq", "seed",
                 "max_tokens", "batch_by", "bucket_pool", "tie_embeddings", "final_norm"}
 # what each run sets for itself and never takes from the checkpoint
-PER_RUN = {"resume", "progress", "out", "threads", "extra"}
+PER_RUN = {"resume", "progress", "out", "threads", "extra", "compile"}
 # the files a run writes atomically, whose hidden temporary files a kill can leave behind
 ATOMIC_OUTPUTS = ("checkpoint.safetensors", "best.safetensors", "loss.png", "report.json")
 

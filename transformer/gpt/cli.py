@@ -18,11 +18,13 @@ from dataclasses import fields
 from tinygrad_lite.checks import message_for_user
 from tinygrad_lite.cli import (
     CLIError,
+    add_compile,
     add_minutes,
     add_run_flags,
     add_seed,
     check_input_file,
     check_run_flags,
+    compile_chosen,
     minutes_limit,
     non_negative_float,
     non_negative_int,
@@ -117,6 +119,7 @@ def add_optimisation_flags(t) -> None:
     config_flag(t, "beta1", "AdamW's beta1", type=non_negative_float, group=o)
     config_flag(t, "beta2", "AdamW's beta2", type=non_negative_float, group=o)
     config_flag(t, "grad_clip", "clip the gradient's norm at this; 0: off", type=non_negative_float, group=o)
+    add_compile(o)
     config_flag(t, "eval_interval", "estimate the train and val loss every N iterations", type=positive_int,
                 group=o)
     config_flag(t, "eval_iters", "batches per split in each estimate", type=positive_int, group=o)
@@ -156,6 +159,7 @@ def config_overrides(args) -> dict:
                  if f.name not in ("out", "resume", "threads") and getattr(args, f.name, None) is not None}
     if "minutes" in overrides:
         overrides["minutes"] = minutes_limit(overrides["minutes"])
+    overrides["compile"] = compile_chosen(args)
     return overrides
 
 
@@ -234,7 +238,8 @@ def print_training_header(trainer) -> None:
           f"{model.num_params() / 1e6:.2f}M parameters; batch {cfg.batch_size}, lr {schedule}{muon}")
     budget = f"{trainer.budget.describe()}, or " if cfg.minutes is not None else ""
     print(f"budget: {budget}{cfg.max_iters:,} iterations; evaluating every {cfg.eval_interval} "
-          f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s)", flush=True)
+          f"({cfg.eval_iters} batches a split); {trainer.threads} thread(s); step "
+          f"{'compiled' if cfg.compile else 'eager'}", flush=True)
     if trainer.lr_scale != 1:
         ranks = round(trainer.lr_scale ** 2)
         print(f"data parallel: {ranks} ranks, each a batch of --batch-size {cfg.batch_size} a step ({ranks} "
@@ -259,6 +264,7 @@ def print_training_summary(trainer, summary: dict, plot: str | None) -> None:
     print(f"  best model: {summary['best']}")
     print(f"  checkpoint: {summary['checkpoint']} (continue with --resume)")
     print(f"  metrics:    {summary['metrics']}")
+    print(f"  step:       {summary['step']}")
     if plot:
         print(f"  loss plot:  {plot}")
     print(f"the whole val split: python -m transformer gpt eval --checkpoint {summary['best']}", flush=True)

@@ -44,7 +44,8 @@ from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon
 from tinygrad_lite.random import get_rng_state, set_rng_state
 from tinygrad_lite.threads import use_num_threads
 
-from ..loop import Run, make_step, train
+from ..loop import Run, forward_backward, make_step, train
+from ..plugins.compiled import CompiledGradients, describe_step
 from ..plugins.data_parallel import DataParallel
 from ..plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from ..plugins.interrupt import CtrlC, Interrupted
@@ -105,6 +106,7 @@ class GPTTrainConfig:
     grad_clip: float = 1.0           # 0: no clipping
     eval_interval: int = 250
     eval_iters: int = 20
+    compile: bool = True             # the step's loss and backward as a compiled plan; False: eager (--no-compile)
 
     def __post_init__(self):
         op = "GPTTrainConfig"
@@ -146,7 +148,7 @@ class GPTTrainConfig:
 # what --resume cannot change: the model, the data, the tokenizer and the streams of batches
 RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "optimizer", "n_layer", "n_head", "n_embd",
                 "block_size", "bias", "batch_size")
-PER_INVOCATION = ("out", "resume", "threads")  # never taken from the checkpoint
+PER_INVOCATION = ("out", "resume", "threads", "compile")  # never taken from the checkpoint
 
 
 def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float:
@@ -366,7 +368,7 @@ class GPTTrainer(Run):
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
         self.iter, self.evaluated_at, self.best_val_loss, self.best_iter = 0, None, math.inf, None
-        self.budget, self.window = TimeBudget(cfg.minutes), [0.0, 0]
+        self.budget, self.window, self.compiled = TimeBudget(cfg.minutes), [0.0, 0], None
         self.time_limit = TimeLimit(self.budget, count_next_step=True, agree=DataParallel.any_rank)
         fix = f"try a lower --learning-rate (now {cfg.learning_rate:g}) or --grad-clip (now {cfg.grad_clip:g})"
         self.nonfinite = NonFiniteLoss("gpt train", lambda: f"iter {self.iter}", fix, self.rerun)
@@ -452,27 +454,33 @@ class GPTTrainer(Run):
             temp.write_text("".join(lines), encoding="utf-8")
 
     # ------------------------------------------------------------ the step and the loop
-    def loss_of(self, batch) -> tuple:
+    def loss_of(self, batch):
         x, y = batch
-        return self.model.loss(x, y), y.size
+        return self.model.loss(x, y)
+
+    @staticmethod
+    def tokens_of(batch) -> int:
+        return batch[1].size
 
     def rerun(self, batch) -> None:
-        """This iteration's forward and backward again (NonFiniteLoss names the op that made a NaN)."""
-        loss, _ = self.loss_of(batch)
-        self.optimizer.zero_grad()
-        loss.backward()
+        """This iteration's forward and backward again, eagerly (NonFiniteLoss names the op that made a NaN)."""
+        forward_backward(self.loss_of, self.optimizer)(batch)
 
     def build_step(self):
-        """The loop's step (transformer.loop.make_step): lr(iter), loss, backward, clip at grad_clip,
-        the optimizer; a NaN loss stops it, and a loss far above its start."""
+        """The loop's step (transformer.loop.make_step): lr(iter), loss, backward (compiled unless
+        cfg.compile is off: transformer.plugins.compiled), clip at grad_clip, the optimizer; a NaN loss
+        stops it, and a loss far above its start."""
         cfg = self.cfg
         timed = cfg.minutes is not None and cfg.lr_decay_iters is None
 
         def set_lr():
             progress = self.budget_spent(self.data_parallel.mean_clock) if timed else None
             self.set_lr(get_lr(self.iter, cfg, progress) * self.lr_scale)
-        return make_step(self.loss_of, self.model.parameters(), self.optimizer, clip=cfg.grad_clip, set_lr=set_lr,
-                         plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
+        gradients = forward_backward(self.loss_of, self.optimizer)
+        if cfg.compile:
+            gradients = self.compiled = CompiledGradients(gradients)
+        return make_step(gradients, self.tokens_of, self.model.parameters(), self.optimizer, clip=cfg.grad_clip,
+                         set_lr=set_lr, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
 
     def run(self) -> dict:
         """Train until max_iters or the --minutes budget: the budget covers everything, the evaluations
@@ -490,7 +498,7 @@ class GPTTrainer(Run):
             self.report.close()
         return {"iters": self.iter, "seconds": self.elapsed(), "best_val_loss": self.best_val_loss,
                 "best_iter": self.best_iter, "best": self.best_path, "checkpoint": self.checkpoint_path,
-                "metrics": self.metrics_path}
+                "metrics": self.metrics_path, "step": describe_step(self.compiled)}
 
     # ------------------------------------------------------------ what the loop asks (transformer.loop.Run)
     def next_batch(self):

@@ -1,0 +1,135 @@
+"""The trainers' compiled step (transformer.plugins.compiled, on by default) against --no-compile: the GPT
+with dropout and the translator on the built-in corpus end with the same weights bit for bit, a run
+resumed from its checkpoint ends where the uninterrupted compiled run ends, and the translator's
+batches that skip <pad> rows run eagerly, counted. Each compiled run checks that plans were replayed,
+so a step that silently ran eagerly fails."""
+import numpy as np
+import pytest
+
+from tinygrad_lite import fast
+from tinygrad_lite.cli import COMPILE_ENV, OneLineParser, add_compile, compile_chosen
+from transformer.gpt.training import GPTTrainConfig, GPTTrainer
+from transformer.plugins.compiled import CompiledGradients
+from transformer.plugins.report import TrainingReport
+from transformer.train import TrainConfig, Trainer
+
+
+class Quiet(TrainingReport):
+    def write(self, text):
+        pass
+
+
+def gpt_config(out, **overrides) -> GPTTrainConfig:
+    settings = dict(out=str(out), n_layer=1, n_head=2, n_embd=32, block_size=16, batch_size=4, dropout=0.1,
+                    bias=True, max_iters=6, eval_interval=3, eval_iters=1, warmup_iters=2, minutes=None, seed=3)
+    return GPTTrainConfig(**{**settings, **overrides})
+
+
+def translator_config(out, **overrides) -> TrainConfig:
+    settings = dict(out=str(out), d_model=16, heads=2, layers=1, d_ff=32, dropout=0.1, max_steps=24, epochs=None,
+                    eval_every=12, dev_bleu_size=8, progress=False, seed=2)
+    return TrainConfig(**{**settings, **overrides})
+
+
+def weights(trainer) -> list:
+    return [p.data.copy() for p in trainer.model.parameters()]
+
+
+def assert_same(a: list, b: list):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def replayed(trainer) -> int:
+    """Batches the compiled step ran from a plan (captured or replayed) in this process."""
+    s = trainer.compiled.summary()
+    assert s["plans"] >= 1 and s["captures"] >= 1 and s["fallbacks"] == 0
+    return s["compiled_batches"]
+
+
+def test_a_compiled_gpt_run_equals_an_eager_one_bit_for_bit(tmp_path):
+    compiled = GPTTrainer(gpt_config(tmp_path / "compiled"), Quiet())
+    compiled.run()
+    eager = GPTTrainer(gpt_config(tmp_path / "eager", compile=False), Quiet())
+    eager.run()
+    assert eager.compiled is None and replayed(compiled) == 5  # the first batch of its shape ran eagerly
+    assert_same(weights(compiled), weights(eager))
+    assert compiled.best_val_loss == eager.best_val_loss
+
+
+def test_a_resumed_compiled_gpt_run_equals_the_uninterrupted_one(tmp_path):
+    whole = GPTTrainer(gpt_config(tmp_path / "whole"), Quiet())
+    whole.run()
+    GPTTrainer(gpt_config(tmp_path / "parts", max_iters=3), Quiet()).run()
+    rest = GPTTrainer(gpt_config(tmp_path / "parts", resume=True), Quiet())
+    rest.run()
+    assert rest.iter == whole.iter == 6 and replayed(rest) == 2
+    assert_same(weights(rest), weights(whole))
+
+
+def test_a_compiled_translator_run_equals_an_eager_one_bit_for_bit(tmp_path):
+    compiled = Trainer(translator_config(tmp_path / "compiled"), report=Quiet())
+    compiled.run()
+    eager = Trainer(translator_config(tmp_path / "eager", compile=False), report=Quiet())
+    eager.run()
+    assert replayed(compiled) >= 3
+    assert_same(weights(compiled), weights(eager))
+
+
+def test_a_resumed_compiled_translator_run_equals_the_uninterrupted_one(tmp_path):
+    whole = Trainer(translator_config(tmp_path / "whole"), report=Quiet())
+    whole.run()
+    Trainer(translator_config(tmp_path / "parts", max_steps=12), report=Quiet()).run()
+    rest = Trainer(translator_config(tmp_path / "parts", resume=True, extra={"explicit": ["max_steps"]}),
+                   report=Quiet())
+    rest.run()
+    assert rest.step == whole.step == 24 and replayed(rest) >= 1
+    assert_same(weights(rest), weights(whole))
+
+
+def padded_batches():
+    """Batches of the built-in corpus with much <pad> (skip_padding applies) and without."""
+    from transformer.data import PAD, Batch
+    r = np.random.default_rng(0)
+    full = Batch(r.integers(4, 20, (4, 6)), r.integers(4, 20, (4, 7)))
+    src, tgt = r.integers(4, 20, (4, 6)), r.integers(4, 20, (4, 7))
+    src[1:, 2:], tgt[1:, 3:] = PAD, PAD
+    return full, Batch(src, tgt)
+
+
+def test_translator_batches_that_skip_padding_run_eagerly_counted_and_the_rest_compiled(tmp_path):
+    with fast.tricks_on("skip_padding"):
+        full, padded = padded_batches()
+        runs = {}
+        for compile in (True, False):
+            trainer = Trainer(translator_config(tmp_path / str(compile), compile=compile), report=Quiet())
+            for batch in (full, padded, full, padded, full):
+                trainer.train_step(batch)
+            runs[compile] = trainer
+    s = runs[True].compiled.summary()
+    assert s["eager_batches"] == 2 and s["first_sightings"] == 1 and s["captures"] == 1  # 2 batches replayed
+    assert s["compiled_batches"] == 2
+    assert runs[True].compiled.describe().endswith("eager: 1 first batch(es) of a shape, 2 that skip <pad> rows "
+                                                    "(the compiler does not capture them yet)")
+    assert_same(weights(runs[True]), weights(runs[False]))
+
+
+def test_a_compiled_step_takes_a_batch_of_arrays():
+    calls = []
+    step = CompiledGradients(lambda batch: calls.append(batch))
+    step((np.zeros(2), np.ones(2)))
+    assert len(calls) == 1 and isinstance(calls[0], tuple)  # its first batch, eagerly, as given
+
+
+@pytest.mark.parametrize("argv, env, chosen", [
+    ([], None, True), (["--no-compile"], None, False), ([], "0", False), ([], "false", False), ([], "1", True),
+    (["--compile"], "0", True), (["--no-compile"], "1", False)])
+def test_no_compile_and_the_environment_choose_an_eager_step(monkeypatch, argv, env, chosen):
+    parser = OneLineParser(prog="p")
+    add_compile(parser)
+    if env is None:
+        monkeypatch.delenv(COMPILE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(COMPILE_ENV, env)
+    assert compile_chosen(parser.parse_args(argv)) is chosen
