@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -49,8 +49,9 @@ import tinygrad_lite as tl
 import transformer
 from tinygrad_lite import fast
 from tinygrad_lite.nn import functional as F
-from transformer import EncoderLayer, causal_mask
+from transformer import causal_mask
 from transformer.gpt import GPT, GPTConfig
+from transformer.gpt.block import Block
 from transformer.gpt.sampling import generate, next_token_probs
 from transformer.gpt.text import split
 from transformer.gpt.training import GPTTrainConfig, GPTTrainer
@@ -73,6 +74,8 @@ print("training text:", DATA or "the built-in text (the project's docstrings and
 # LayerNorm. A GPT has no encoder, so there is nothing to cross-attend to. What is left, masked
 # self-attention and the feed-forward network, is the encoder layer (§3.1) with the decoder's
 # causal mask (§3.2.3): position `t` may look at tokens `0..t` only, and it predicts token `t+1`.
+# In code it is the GPT's own `Block`, written as nanoGPT's: the paper's `MultiHeadAttention` and
+# the feed-forward network (an `MLP`, with GELU), each a residual branch with LayerNorm in front.
 #
 # nanoGPT's names and the paper's:
 #
@@ -85,7 +88,7 @@ print("training text:", DATA or "the built-in text (the project's docstrings and
 # | `block_size` | (the longest sequence) | `block_size`: the context, the positions there are |
 # | `dropout` | P_drop | `dropout` |
 # | `wte`, `wpe` | embeddings; positional encoding (sinusoids, §3.5) | `token_embedding`, `position_embedding` |
-# | `h[i]` (a `Block`) | an encoder layer under a causal mask | `blocks[i]`, an `EncoderLayer` |
+# | `h[i]` (a `Block`) | an encoder layer under a causal mask | `blocks[i]`, a `Block` (`transformer/gpt/block.py`) |
 # | `ln_f` | (none: its post-LN layers end in a LayerNorm already) | `norm` |
 # | `lm_head`, tied to `wte` | the final linear layer, sharing the embedding matrix (§3.4) | `token_embedding.weight` |
 #
@@ -98,7 +101,7 @@ tl.manual_seed(0)
 vocab_size = 65  # tiny Shakespeare has 65 distinct characters
 gpt = GPT(GPTConfig(vocab_size=vocab_size, **MODEL))
 print(gpt.extra_repr())
-print("blocks[0] is an EncoderLayer:", isinstance(gpt.blocks[0], EncoderLayer))
+print("blocks[0] is a Block:", isinstance(gpt.blocks[0], Block))
 print(gpt.blocks[0])
 print(f"{gpt.num_params():,} parameters (nanoGPT counts them without the position embeddings)")
 print("causal_mask(6), True = may attend:")

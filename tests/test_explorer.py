@@ -299,7 +299,7 @@ def test_checkpoint_explores_a_training_step_of_a_gpt_on_its_own_text(tmp_path):
     assert done.returncode == 0, done.stderr
     data = embedded_data(out.read_text(encoding="utf-8"))
     labels = {n["label"] for n in data["nodes"]}
-    assert "blocks.0.self_attn.w_q.weight" in labels and "token_embedding.weight" in labels
+    assert "blocks.0.attn.w_q.weight" in labels and "token_embedding.weight" in labels
     assert data["nodes"][data["steps"][0]]["op"] == "cross_entropy"
     assert all(is_known(n["op"]) for n in data["nodes"])
     assert any(n["label"].startswith("loss on ") and set(n["label"][9:17]) <= set(text) for n in data["nodes"])

@@ -2,6 +2,7 @@
 gradients against finite differences, the fast path against fast.plain(), checkpoints; and against
 the nanoGPT-shaped PyTorch twin (skipped without torch): equal logits, equal losses step for step."""
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from tinygrad_lite.checkpoint import CheckpointError
 from tinygrad_lite.gradcheck import gradcheck
 from tinygrad_lite.optim import AdamW, clip_grad_norm_
 from transformer.gpt import GPT, GPTConfig, attention_mask
+from transformer.gpt.old_names import with_block_names
 
 BACKENDS = ["numpy", pytest.param("numba", marks=pytest.mark.skipif(
     kernels.backend.load_numba() is None, reason="numba is not installed"))]
@@ -124,8 +126,8 @@ def test_attention_maps_are_causal_distributions_equal_to_softmax_of_q_k(backend
     assert np.all(np.triu(maps, 1) == 0)
     with no_grad(), fast.plain():
         block = model.blocks[0]
-        x = block.add_norm1.norm(model.embed(seq)).data[0]
-        attn = block.self_attn
+        x = block.ln_1(model.embed(seq)).data[0]
+        attn = block.attn
         d_k = attn.d_k
         q = (x @ attn.w_q.weight.data.T).reshape(9, -1, d_k).transpose(1, 0, 2)
         k = (x @ attn.w_k.weight.data.T).reshape(9, -1, d_k).transpose(1, 0, 2)
@@ -156,9 +158,9 @@ def test_init_is_gpt2s_and_the_output_layer_is_the_token_embedding():
     model = GPT(GPTConfig(**RECIPE))
     params = dict(model.named_parameters())
     assert abs(params["token_embedding.weight"].data.std() - 0.02) < 0.002
-    assert abs(params["blocks.0.feed_forward.w_1.weight"].data.std() - 0.02) < 0.002
+    assert abs(params["blocks.0.mlp.c_fc.weight"].data.std() - 0.02) < 0.002
     residual = 0.02 / np.sqrt(2 * RECIPE["n_layer"])
-    for name in ("blocks.3.self_attn.w_o.weight", "blocks.3.feed_forward.w_2.weight"):
+    for name in ("blocks.3.attn.w_o.weight", "blocks.3.mlp.c_proj.weight"):
         assert abs(params[name].data.std() - residual) < 0.1 * residual
     V, C, N, T = RECIPE["vocab_size"], RECIPE["n_embd"], RECIPE["n_layer"], RECIPE["block_size"]
     blocks = N * (4 * C * C + 2 * 4 * C * C + 2 * C)  # W^Q, W^K, W^V, W^O; W1, W2; two LayerNorm gains
@@ -179,6 +181,30 @@ def test_save_and_load_round_trip(tmp_path):
     tl.checkpoint.save({"w": np.zeros(2, np.float32)}, tmp_path / "other.safetensors", {"format": "x"})
     with pytest.raises(CheckpointError, match=r"is not a GPT checkpoint"):
         GPT.load(tmp_path / "other.safetensors")
+
+
+OLD_BLOCK_KEYS = [f"{part}.{p}" for part in ("self_attn.w_q", "self_attn.w_k", "self_attn.w_v", "self_attn.w_o",
+                                             "add_norm1.norm", "feed_forward.w_1", "feed_forward.w_2", "add_norm2.norm")
+                  for p in ("weight", "bias")]  # one block's keys, in order, when blocks were EncoderLayers
+
+
+def test_a_checkpoint_saved_when_blocks_were_encoder_layers_loads_with_its_logits():
+    """tests/fixtures/gpt_with_encoder_layer_names.safetensors: GPT.save of a 2-block GPT (bias=True,
+    random biases and gains) before transformer.gpt.block, with the logits it gave in its metadata.
+    It loads and gives them again; its parameters keep their order, so a run's optimizer state too."""
+    path = Path(__file__).parent / "fixtures" / "gpt_with_encoder_layer_names.safetensors"
+    arrays, _ = tl.checkpoint.load(path)
+    assert "blocks.1.feed_forward.w_2.bias" in arrays and not any(".mlp." in k for k in arrays)
+    model, meta = GPT.load(path)
+    with no_grad():
+        logits = model.eval()(np.array(meta["ids"])).data
+    np.testing.assert_allclose(logits, np.array(meta["logits"], np.float32), rtol=1e-5, atol=1e-6)
+    old_order = ["token_embedding.weight", "position_embedding.weight"] + [
+        f"blocks.{i}.{key}" for i in range(2) for key in OLD_BLOCK_KEYS] + ["norm.weight", "norm.bias"]
+    assert list(with_block_names(dict.fromkeys(old_order))) == [n for n, _ in model.named_parameters()]
+    fresh = GPT(model.config)
+    fresh.load_state_dict({old: arrays[old] for old in old_order})  # as a run's checkpoint.safetensors
+    np.testing.assert_array_equal(fresh.eval()(np.array(meta["ids"])).data, logits)
 
 
 def test_a_built_in_pattern_is_learned():

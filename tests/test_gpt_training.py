@@ -160,11 +160,11 @@ def test_muon_takes_the_blocks_matrices_and_adamw_the_rest_on_one_schedule(tmp_p
     assert isinstance(muon, optim.Muon) and isinstance(adamw, optim.AdamW)
     names = {id(p): n for n, p in trainer.model.named_parameters()}
     in_muon = sorted(names[id(p)].split(".", 2)[2] for g in muon.param_groups for p in g["params"])
-    assert in_muon == sorted(["self_attn.w_q.weight", "self_attn.w_k.weight", "self_attn.w_v.weight",
-                              "self_attn.w_o.weight", "feed_forward.w_1.weight", "feed_forward.w_2.weight"] * 2)
+    assert in_muon == sorted(["attn.w_q.weight", "attn.w_k.weight", "attn.w_v.weight", "attn.w_o.weight",
+                              "mlp.c_fc.weight", "mlp.c_proj.weight"] * 2)
     decayed, not_decayed = ([names[id(p)] for p in g["params"]] for g in adamw.param_groups)
     assert sorted(decayed) == ["position_embedding.weight", "token_embedding.weight"]
-    assert all(n.endswith("norm.weight") for n in not_decayed)
+    assert all(n.endswith((".ln_1.weight", ".ln_2.weight")) or n == "norm.weight" for n in not_decayed)
     grouped = [id(p) for g in trainer.optimizer.param_groups for p in g["params"]]
     assert sorted(grouped) == sorted(names) and len(set(grouped)) == len(grouped)
     for it in (0, 1, 5, 19):

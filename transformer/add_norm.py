@@ -16,10 +16,9 @@ from tinygrad_lite.nn import Dropout, LayerNorm, Module
 class AddNorm(Module):
     """Wraps one sub-layer (attention or the FFN): (B, T, d_model) -> (B, T, d_model)."""
 
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, bias: bool = True,
-                 dtype=np.float32):
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, dtype=np.float32):
         super().__init__()
-        self.norm = LayerNorm(d_model, bias=bias, dtype=dtype)
+        self.norm = LayerNorm(d_model, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 

@@ -49,7 +49,7 @@ class MultiHeadAttention(Module):
     def __init__(self, d_model: int, h: int, dropout: float = 0.1, bias: bool = True, dtype=np.float32):
         super().__init__()
         self.d_model, self.h, self.d_k = d_model, h, head_size("MultiHeadAttention", d_model, h)
-        self.w_q = Linear(d_model, d_model, bias=bias, dtype=dtype)  # bias=False: nanoGPT's option
+        self.w_q = Linear(d_model, d_model, bias=bias, dtype=dtype)  # bias: as torch.nn.MultiheadAttention's
         self.w_k = Linear(d_model, d_model, bias=bias, dtype=dtype)
         self.w_v = Linear(d_model, d_model, bias=bias, dtype=dtype)
         self.w_o = Linear(d_model, d_model, bias=bias, dtype=dtype)
@@ -100,7 +100,7 @@ class MultiHeadAttention(Module):
 
         With a `cache` (a dict), decoding feeds one new token per step: for self-attention
         (static_kv=False) the new K, V go after the cached ones, by the cache's own `extend`
-        if it has one (`transformer.decoding.KeyValueBuffer` grows in place), else by
+        if it has one (`transformer.kv_cache.KeyValueBuffer` grows in place), else by
         Tensor.cat; for cross-attention (static_kv=True) the memory's K, V are projected once
         and reused.
         """

@@ -17,24 +17,20 @@ from .feed_forward import PositionwiseFeedForward
 
 
 class EncoderLayer(Module):
-    """One encoder layer: (B, S, d_model) -> (B, S, d_model). With a causal mask it is also a GPT
-    block (transformer.gpt): masked self-attention and the FFN, no cross-attention; `bias` and
-    `activation` are the GPT's options (nanoGPT's bias=False, GELU)."""
+    """One encoder layer: (B, S, d_model) -> (B, S, d_model)."""
 
     def __init__(self, d_model: int, h: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,
-                 dtype=np.float32, bias: bool = True, activation: str = "relu"):
+                 dtype=np.float32):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, dropout, bias=bias, dtype=dtype)
-        self.add_norm1 = AddNorm(d_model, dropout, norm_first, bias=bias, dtype=dtype)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, bias=bias, activation=activation,
-                                                    dtype=dtype)
-        self.add_norm2 = AddNorm(d_model, dropout, norm_first, bias=bias, dtype=dtype)
+        self.self_attn = MultiHeadAttention(d_model, h, dropout, dtype=dtype)
+        self.add_norm1 = AddNorm(d_model, dropout, norm_first, dtype=dtype)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, dtype=dtype)
+        self.add_norm2 = AddNorm(d_model, dropout, norm_first, dtype=dtype)
 
-    def forward(self, x: Tensor, src_mask=None, real=None, cache: dict | None = None) -> Tensor:
-        """`real`: see Encoder.forward. `cache`: the self-attention's keys/values so far
-        (MultiHeadAttention.project_keys_values), for a GPT fed one new token per step."""
+    def forward(self, x: Tensor, src_mask=None, real=None) -> Tensor:
+        """`real`: see Encoder.forward."""
         pair = None if real is None else (real, real)
-        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, src_mask, cache=cache, real=pair))  # (B, S, d_model)
+        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, src_mask, real=pair))  # (B, S, d_model)
         return self.add_norm2(x, self.feed_forward)
 
 

@@ -166,7 +166,7 @@ def supports(model) -> bool:
         return False
     dtypes = {p.data.dtype for p in model.parameters()}
     return (len(dtypes) == 1 and dtypes <= {np.dtype(np.float32), np.dtype(np.float64)}
-            and not any(block.self_attn.keep_weights for block in model.blocks))
+            and not any(block.attn.keep_weights for block in model.blocks))
 
 
 def _vector(param, size: int, dtype) -> np.ndarray:
@@ -190,19 +190,19 @@ def stack_of(model) -> GPTStack:
     return GPTStack(
         wte=np.ascontiguousarray(model.token_embedding.weight.data),
         positions=np.ascontiguousarray(positions[:c.block_size], dtype=dtype),
-        norms=stacked(lambda b: np.stack([norm(b.add_norm1.norm), norm(b.add_norm2.norm)])),
-        eps=np.array([[b.add_norm1.norm.eps, b.add_norm2.norm.eps] for b in blocks], dtype=dtype),
+        norms=stacked(lambda b: np.stack([norm(b.ln_1), norm(b.ln_2)])),
+        eps=np.array([[b.ln_1.eps, b.ln_2.eps] for b in blocks], dtype=dtype),
         final=np.ascontiguousarray(norm(model.norm), dtype=dtype), final_eps=float(model.norm.eps),
-        qkv_w=stacked(lambda b: np.concatenate([b.self_attn.w_q.weight.data, b.self_attn.w_k.weight.data,
-                                                 b.self_attn.w_v.weight.data])),
+        qkv_w=stacked(lambda b: np.concatenate([b.attn.w_q.weight.data, b.attn.w_k.weight.data,
+                                                 b.attn.w_v.weight.data])),
         qkv_b=stacked(lambda b: np.concatenate([_vector(lin.bias, d, dtype) for lin in
-                                                 (b.self_attn.w_q, b.self_attn.w_k, b.self_attn.w_v)])),
-        o_w=stacked(lambda b: b.self_attn.w_o.weight.data),
-        o_b=stacked(lambda b: _vector(b.self_attn.w_o.bias, d, dtype)),
-        w_1=stacked(lambda b: b.feed_forward.w_1.weight.data),
-        b_1=stacked(lambda b: _vector(b.feed_forward.w_1.bias, c.d_ff, dtype)),
-        w_2=stacked(lambda b: b.feed_forward.w_2.weight.data),
-        b_2=stacked(lambda b: _vector(b.feed_forward.w_2.bias, d, dtype)))
+                                                 (b.attn.w_q, b.attn.w_k, b.attn.w_v)])),
+        o_w=stacked(lambda b: b.attn.w_o.weight.data),
+        o_b=stacked(lambda b: _vector(b.attn.w_o.bias, d, dtype)),
+        w_1=stacked(lambda b: b.mlp.c_fc.weight.data),
+        b_1=stacked(lambda b: _vector(b.mlp.c_fc.bias, c.d_ff, dtype)),
+        w_2=stacked(lambda b: b.mlp.c_proj.weight.data),
+        b_2=stacked(lambda b: _vector(b.mlp.c_proj.bias, d, dtype)))
 
 
 class GPTKernel:

@@ -5,11 +5,11 @@ only inside these functions, never by the engine. Names (ours -> nanoGPT's), per
 
     token_embedding.weight              -> transformer.wte.weight, and lm_head.weight (tied)
     position_embedding.weight           -> transformer.wpe.weight (learned positions only)
-    blocks.i.add_norm1.norm             -> transformer.h.i.ln_1
-    blocks.i.self_attn.w_q, w_k, w_v    -> transformer.h.i.attn.c_attn (stacked: 3·n_embd × n_embd)
-    blocks.i.self_attn.w_o              -> transformer.h.i.attn.c_proj
-    blocks.i.add_norm2.norm             -> transformer.h.i.ln_2
-    blocks.i.feed_forward.w_1, w_2      -> transformer.h.i.mlp.c_fc, mlp.c_proj
+    blocks.i.ln_1                       -> transformer.h.i.ln_1
+    blocks.i.attn.w_q, w_k, w_v         -> transformer.h.i.attn.c_attn (stacked: 3·n_embd × n_embd)
+    blocks.i.attn.w_o                   -> transformer.h.i.attn.c_proj
+    blocks.i.ln_2                       -> transformer.h.i.ln_2
+    blocks.i.mlp.c_fc, mlp.c_proj       -> transformer.h.i.mlp.c_fc, mlp.c_proj
     norm                                -> transformer.ln_f
 
 A nanoGPT checkpoint (`ckpt["model"]`, its config in `ckpt["model_args"]`) loads as it is: the causal-
@@ -31,8 +31,8 @@ def _name_map(model: GPT) -> dict:
     """Our parameter name -> nanoGPT's, for every parameter but the stacked q, k, v."""
     names = {"token_embedding.weight": "transformer.wte.weight", "norm.weight": "transformer.ln_f.weight",
              "norm.bias": "transformer.ln_f.bias", "position_embedding.weight": "transformer.wpe.weight"}
-    parts = {"add_norm1.norm": "ln_1", "self_attn.w_o": "attn.c_proj", "add_norm2.norm": "ln_2",
-             "feed_forward.w_1": "mlp.c_fc", "feed_forward.w_2": "mlp.c_proj"}
+    parts = {"ln_1": "ln_1", "attn.w_o": "attn.c_proj", "ln_2": "ln_2", "mlp.c_fc": "mlp.c_fc",
+             "mlp.c_proj": "mlp.c_proj"}
     for i in range(model.config.n_layer):
         for ours, theirs in parts.items():
             for p in ("weight", "bias"):
@@ -49,7 +49,7 @@ def to_nanogpt_state_dict(model: GPT) -> dict:
            if name in ours}
     for i in range(model.config.n_layer):
         for p in ("weight", "bias"):
-            keys = [f"blocks.{i}.self_attn.{w}.{p}" for w in _QKV]
+            keys = [f"blocks.{i}.attn.{w}.{p}" for w in _QKV]
             if keys[0] in ours:
                 out[f"transformer.h.{i}.attn.c_attn.{p}"] = torch.from_numpy(
                     np.concatenate([ours[k] for k in keys], axis=0))              # (3·n_embd, ...)
@@ -79,7 +79,7 @@ def load_nanogpt_state_dict(model: GPT, state_dict: dict, strict: bool = True) -
             stacked = sd.pop(f"transformer.h.{i}.attn.c_attn.{p}", None)
             if stacked is not None:
                 for j, w in enumerate(_QKV):
-                    ours[f"blocks.{i}.self_attn.{w}.{p}"] = stacked[j * d:(j + 1) * d]
+                    ours[f"blocks.{i}.attn.{w}.{p}"] = stacked[j * d:(j + 1) * d]
     lm_head = sd.pop("lm_head.weight", None)
     if lm_head is not None and "token_embedding.weight" in ours and \
             not np.array_equal(lm_head, ours["token_embedding.weight"]):

@@ -1,7 +1,7 @@
-"""A GPT from the same blocks: a decoder-only language model (Radford et al. 2018, 2019).
+"""A GPT: a decoder-only language model (Radford et al. 2018, 2019), as nanoGPT's.
 
 A GPT keeps the paper's decoder without its cross-attention: a stack of masked self-attention
-blocks, which is the paper's encoder layer (transformer.encoder.EncoderLayer) under a causal mask,
+blocks (transformer.gpt.block: the paper's MultiHeadAttention under a causal mask and a GELU MLP),
 so that position t sees tokens <= t only (§3.2.3) and predicts token t+1:
 
     x      = wte(idx) + wpe(start .. start+T-1)       (B, T, n_embd)   token + position embeddings
@@ -9,7 +9,7 @@ so that position t sees tokens <= t only (§3.2.3) and predicts token t+1:
     logits = LayerNorm(x) · wteᵀ                      (B, T, vocab)    output layer tied to wte (§3.4)
 
 As GPT-2 and nanoGPT: learned positions, pre-LN blocks, a final LayerNorm, GELU, weights ~ N(0, 0.02)
-with the residual projections (W^O, W2) at 0.02/√(2·n_layer). The paper's choices are options:
+with the residual projections (W^O, c_proj) at 0.02/√(2·n_layer). The paper's choices are options:
 sinusoidal positions, post-LN, ReLU. transformer.gpt.interop has the PyTorch twin and nanoGPT's key names.
 """
 from __future__ import annotations
@@ -25,11 +25,11 @@ from tinygrad_lite.nn import Dropout, Embedding, LayerNorm, Module, ModuleList, 
 from tinygrad_lite.nn import functional as F
 from tinygrad_lite.tensor import as_array
 
-from ..decoding import KeyValueBuffer
-from ..encoder import EncoderLayer
-from ..feed_forward import ACTIVATIONS
+from ..kv_cache import KeyValueBuffer
 from ..masks import causal_mask
 from ..positional_encoding import PositionalEncoding
+from .block import ACTIVATIONS, Block
+from .old_names import with_block_names
 
 FORMAT = "tinygrad-lite-gpt/1"  # the "format" field of a GPT.save checkpoint's metadata
 
@@ -42,9 +42,9 @@ class GPTConfig:
     nanoGPT      the paper
     n_layer      N, the number of blocks
     n_head       h, heads per attention; d_k = d_v = n_embd / n_head
-    n_embd       d_model; the feed-forward's inner size d_ff = 4·n_embd
+    n_embd       d_model; the MLP's inner size d_ff = 4·n_embd
     block_size   the context length: the most positions one forward sees
-    dropout      P_drop (on the embeddings, the attention weights, the FFN and each residual branch)
+    dropout      P_drop (on the embeddings, the attention weights and each residual branch)
     vocab_size   the number of token ids, the output layer's classes
     bias         biases in every Linear and LayerNorm (nanoGPT's bias=False: none)
     positions    "learned" (GPT-2's wpe) or "sinusoidal" (the paper's §3.5)
@@ -105,7 +105,7 @@ class GPT(Module):
 
     `dtype` (float32, or float64 for gradcheck) is the parameters' dtype. Modules, with nanoGPT's
     names (transformer.gpt.interop maps them): token_embedding (wte), position_embedding (wpe; or
-    position_encoding, the sinusoids), blocks (h, each an EncoderLayer under a causal mask), norm (ln_f).
+    position_encoding, the sinusoids), blocks (h, each a Block), norm (ln_f).
     """
 
     def __init__(self, config: GPTConfig, dtype=np.float32):
@@ -118,18 +118,17 @@ class GPT(Module):
         self.position_embedding = Embedding(c.block_size, c.n_embd, dtype=dtype) if learned else None  # wpe
         self.position_encoding = None if learned else PositionalEncoding(c.n_embd, c.dropout, c.block_size, dtype)
         self.dropout = Dropout(c.dropout)
-        self.blocks = ModuleList([EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.norm_first, dtype=dtype,
-                                               bias=c.bias, activation=c.activation) for _ in range(c.n_layer)])
+        self.blocks = ModuleList([Block(c, dtype) for _ in range(c.n_layer)])                   # h
         self.norm = LayerNorm(c.n_embd, bias=c.bias, dtype=dtype)                                 # ln_f
         self.init_weights()
 
     def init_weights(self) -> None:
         """GPT-2's: every matrix (embeddings included) ~ N(0, 0.02), biases 0, LayerNorm gains 1; the
-        projections that end a residual branch (W^O, W2) ~ N(0, 0.02/√(2·n_layer)), so the residual
+        projections that end a residual branch (W^O, c_proj) ~ N(0, 0.02/√(2·n_layer)), so the residual
         stream's variance does not grow with depth (Radford et al. 2019, §2.3)."""
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
         for name, p in self.named_parameters():
-            if name.endswith(("self_attn.w_o.weight", "feed_forward.w_2.weight")):
+            if name.endswith(("attn.w_o.weight", "mlp.c_proj.weight")):
                 init.normal_(p, 0.0, residual_std)
             elif p.ndim == 2:
                 init.normal_(p, 0.0, 0.02)
@@ -195,7 +194,7 @@ class GPT(Module):
         ids = ids[None] if ids.ndim == 1 else ids
         if ids.ndim != 2 or ids.shape[0] != 1:
             raise ValueError(f"GPT.attention_maps: expected one sequence of ids, shape (T,) or (1, T), got {ids.shape}")
-        heads = [block.self_attn for block in self.blocks]
+        heads = [block.attn for block in self.blocks]
         was_training = self.training
         self.eval()
         for head in heads:
@@ -211,7 +210,7 @@ class GPT(Module):
 
     # ------------------------------------------------------------ incremental decoding
     def new_cache(self) -> list:
-        """An empty key/value cache: one KeyValueBuffer per block (transformer.decoding), which grows in
+        """An empty key/value cache: one KeyValueBuffer per block (transformer.kv_cache), which grows in
         place as tokens are fed. Run decoding under tinygrad_lite.no_grad()."""
         return [KeyValueBuffer() for _ in range(self.config.n_layer)]
 
@@ -241,9 +240,13 @@ class GPT(Module):
                 {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
 
     def block_matrices(self) -> list:
-        """The weight matrices inside the blocks (attention's W^Q, W^K, W^V, W^O and the FFN's W1, W2):
+        """The weight matrices inside the blocks (attention's W^Q, W^K, W^V, W^O and the MLP's c_fc, c_proj):
         Muon's share; the embeddings (also the tied output layer), gains and biases are AdamW's."""
         return [p for block in self.blocks for p in block.parameters() if p.ndim == 2]
+
+    def load_state_dict(self, state_dict, strict: bool = True):
+        """Module.load_state_dict, which also takes the block names of older GPTs (transformer.gpt.old_names)."""
+        return super().load_state_dict(with_block_names(state_dict), strict)
 
     def save(self, path, metadata: dict | None = None) -> None:
         """A safetensors checkpoint (tinygrad_lite.checkpoint) of the weights, with the config and

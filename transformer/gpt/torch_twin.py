@@ -2,8 +2,9 @@
 
 For tests and benchmarks only: this module imports torch, and nothing in the library imports it
 (transformer.gpt.interop.torch_gpt does, inside the function). Same architecture and dropout sites
-as ours: dropout on the embeddings, on the attention weights, after the FFN's activation and on each
-residual branch. Weights come from ours through interop.to_nanogpt_state_dict.
+as ours (transformer.gpt.block) and nanoGPT's: dropout on the embeddings, on the attention weights
+and on each residual branch (the MLP's at its output). Weights come from ours through
+interop.to_nanogpt_state_dict.
 """
 from __future__ import annotations
 
@@ -41,11 +42,11 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(c.n_embd, 4 * c.n_embd, bias=c.bias)
         self.act = ACTIVATIONS[c.activation]()
-        self.drop = nn.Dropout(c.dropout)
         self.c_proj = nn.Linear(4 * c.n_embd, c.n_embd, bias=c.bias)
+        self.drop = nn.Dropout(c.dropout)
 
     def forward(self, x):
-        return self.c_proj(self.drop(self.act(self.c_fc(x))))
+        return self.drop(self.c_proj(self.act(self.c_fc(x))))
 
 
 class Block(nn.Module):
@@ -61,9 +62,9 @@ class Block(nn.Module):
     def forward(self, x):
         if self.norm_first:
             x = x + self.drop(self.attn(self.ln_1(x)))
-            return x + self.drop(self.mlp(self.ln_2(x)))
+            return x + self.mlp(self.ln_2(x))
         x = self.ln_1(x + self.drop(self.attn(x)))
-        return self.ln_2(x + self.drop(self.mlp(x)))
+        return self.ln_2(x + self.mlp(x))
 
 
 class TorchGPT(nn.Module):
