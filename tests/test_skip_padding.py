@@ -11,10 +11,9 @@ import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast, kernels
 from tinygrad_lite.gradcheck import gradcheck
 from tinygrad_lite.nn import functional as F
-from transformer import Transformer
-from transformer.positional_encoding import PositionalEncoding
-from transformer import train
+from transformer import Transformer, train
 from transformer.fast.skip_padding import forward_real_tokens
+from transformer.positional_encoding import PositionalEncoding
 from transformer.train import teacher_forcing_loss
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +60,7 @@ def test_the_rows_positional_encoding_is_the_tables_rows_at_their_positions():
     pe = PositionalEncoding(8, dropout=0.0, max_len=4, dtype=np.float64)
     real = np.array([[True, False, False, False, False, True, False, False, False, False],
                      [False, False, True, False, False, False, False, False, False, True]])  # past max_len
-    out = _positions(pe, Tensor(np.zeros((4, 8))), real)
+    out = _positions(pe, Tensor(np.zeros((4, 8))), np.flatnonzero(real), real.shape)
     np.testing.assert_array_equal(out.data, pe.table(10)[[0, 5, 2, 9]])
 
 
@@ -78,10 +77,10 @@ def model_and_batch(seed=0, **kwargs):
 @pytest.mark.parametrize("kwargs", [{}, {"norm_first": True, "final_norm": True}, {"tie_embeddings": True}])
 def test_forward_real_tokens_equals_forward_at_the_real_tokens(kwargs):
     model, src, tgt = model_and_batch(**kwargs)
-    logits, real = forward_real_tokens(model, src, tgt)
-    np.testing.assert_array_equal(real, tgt != PAD)
-    assert logits.shape == (int(real.sum()), 29)
-    np.testing.assert_allclose(logits.data, model(src, tgt).data[real], rtol=1e-12, atol=1e-12)
+    logits, rows = forward_real_tokens(model, src, tgt)
+    np.testing.assert_array_equal(rows, np.flatnonzero(tgt != PAD))
+    assert logits.shape == (int((tgt != PAD).sum()), 29)
+    np.testing.assert_allclose(logits.data, model(src, tgt).data[tgt != PAD], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"norm_first": True, "final_norm": True}])
@@ -215,3 +214,67 @@ def test_the_packed_path_runs_from_the_padding_threshold_on(monkeypatch):
         assert calls == []
         teacher_forcing_loss(model, src_many, tgt[:, :-1], tgt[:, 1:], 0.0)
         assert calls == [1]
+
+
+# ---------------------------------------------------------------- fixed row counts, for a compiled step
+def test_rows_made_up_to_fixed_counts_give_the_same_loss_and_gradients():
+    """Rows of <pad> that make up a bucket's count change nothing: their targets are ignored, and
+    attention's mask still hides every padding key."""
+    from tinygrad_lite.nn.functional import cross_entropy
+    from transformer.fast.skip_padding import bucketed_counts
+    model, src, tgt = model_and_batch(seed=3)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    counts = bucketed_counts(src, tgt_in, PAD, multiple=8)
+    assert counts[0] > int((src != PAD).sum()) and counts[1] > int((tgt_in != PAD).sum())
+
+    def loss_and_grads(counts):
+        model.zero_grad()
+        logits, rows = forward_real_tokens(model, src, tgt_in, counts)
+        loss = cross_entropy(logits, np.take(tgt_out, rows), ignore_index=PAD, label_smoothing=0.1)
+        loss.backward()
+        return [loss.data] + [p.grad.copy() for p in model.parameters()]
+    exact, padded = loss_and_grads(None), loss_and_grads(counts)
+    for a, b in zip(exact, padded):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
+def test_counts_below_the_real_tokens_are_refused():
+    model, src, tgt = model_and_batch()
+    with pytest.raises(ValueError, match=r"forward_real_tokens: counts must cover every real token: got 3 rows"):
+        forward_real_tokens(model, src, tgt, (3, 30))
+
+
+@pytest.mark.parametrize("tricks", ["on", "off"])
+def test_a_compiled_step_on_fixed_counts_captures_once_and_replays_the_eager_step_bit_for_bit(tricks):
+    """The rows are made by NumPy calls the compiler records (no boolean indexing), so batches of one
+    shape and one bucket share a plan, which gives the eager step's losses and weights bit for bit."""
+    from tinygrad_lite.compiler import compile
+    from tinygrad_lite.nn.functional import cross_entropy
+    from tinygrad_lite.optim import Adam
+
+    def run(compiled):
+        tl.manual_seed(0)
+        model = Transformer(23, 29, d_model=16, h=2, N=2, d_ff=24, dropout=0.1)
+        opt = Adam(model.parameters(), lr=1e-3)
+
+        def step(src, tgt_in, tgt_out, counts):
+            logits, rows = forward_real_tokens(model, src, tgt_in, counts)
+            loss = cross_entropy(logits, np.take(tgt_out, rows), ignore_index=PAD, label_smoothing=0.1)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        stepper = compile(step) if compiled else step
+        rng, losses = np.random.default_rng(5), []
+        tl.manual_seed(1)
+        for lengths in ([7, 5, 2, 1], [6, 6, 3, 2], [7, 1, 4, 4]):
+            src = padded_batch(rng, 4, 7, 23, lengths)
+            tgt = padded_batch(rng, 4, 6, 29, [6, 2, 4, 3])
+            losses.append(stepper(src, tgt[:, :-1], tgt[:, 1:], (20, 16)).data.copy())
+        return losses, [p.data.copy() for p in model.parameters()], stepper
+    with (fast.tricks_on if tricks == "on" else fast.tricks_off)("fused_attention", "fused_ffn", "fused_residual"):
+        eager_losses, eager_weights, _ = run(False)
+        losses, weights, stepper = run(True)
+    assert stepper.captures == 1 and stepper.fallbacks == 0
+    for a, b in zip(eager_losses + eager_weights, losses + weights):
+        np.testing.assert_array_equal(a, b)

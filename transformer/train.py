@@ -243,8 +243,8 @@ def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) ->
     (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids."""
     if TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, PAD):  # the position-wise
         # layers on the real tokens only (transformer/fast/skip_padding.py): the same loss
-        logits, real = forward_real_tokens(model, src, tgt_in)           # (n, V)
-        targets = tgt_out[real]
+        logits, rows = forward_real_tokens(model, src, tgt_in)           # (n, V)
+        targets = np.take(tgt_out, rows)
     else:
         logits = model(src, tgt_in)                                      # (B, T, V)
         logits, targets = logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1)

@@ -23,18 +23,50 @@ from tinygrad_lite.nn import functional as F
 from ..masks import target_mask
 
 
-def forward_real_tokens(model, src, tgt) -> tuple[Tensor, np.ndarray]:
-    """model(src, tgt)'s logits at tgt's real (non-pad) tokens: (n, tgt_vocab) for its n real
-    tokens, row-major, and the (B, T) bool mask of where they sit."""
+def forward_real_tokens(model, src, tgt, counts: tuple | None = None) -> tuple[Tensor, np.ndarray]:
+    """model(src, tgt)'s logits at tgt's real (non-pad) tokens: (n, tgt_vocab) for its n real tokens,
+    row-major, and their flat positions in tgt (n,). With `counts` = (source rows, target rows), at least
+    the real tokens' counts, the first <pad> positions make up the rows to those fixed counts: a
+    compiled step (tinygrad_lite.compiler) then sees the same shapes for every batch of a bucket
+    (`bucketed_counts`). A <pad> row's logits are extra, and the loss ignores its target (<pad>)."""
     pad = model.config.pad_id
     src_ids, src_mask = model._source(src, None)                             # (B, S), (B, 1, 1, S)
     tgt_ids = model._check_tokens("tgt", tgt, model.config.tgt_vocab)
     src_real, tgt_real = src_ids != pad, tgt_ids != pad                     # (B, S), (B, T)
-    x = _positions(model.positional_encoding, model.src_embed(src_ids[src_real]), src_real)
-    memory = encode(model.encoder, x, src_mask, src_real)                    # (n_src, d_model)
-    y = _positions(model.positional_encoding, model.tgt_embed(tgt_ids[tgt_real]), tgt_real)
-    y = decode(model.decoder, y, memory, src_mask, target_mask(tgt_ids, pad), tgt_real, src_real)
-    return model.generator(y), tgt_real                                      # (n_tgt, tgt_vocab)
+    if counts is None:
+        counts = (int(src_real.sum()), int(tgt_real.sum()))
+    src_rows, tgt_rows = present_rows(src_real, counts[0]), present_rows(tgt_real, counts[1])  # (n_src,), (n_tgt,)
+    src_present, tgt_present = _mask(src_rows, src_real.shape), _mask(tgt_rows, tgt_real.shape)
+    x = _positions(model.positional_encoding, model.src_embed(np.take(src_ids, src_rows)), src_rows, src_ids.shape)
+    memory = encode(model.encoder, x, src_mask, src_present)                 # (n_src, d_model)
+    y = _positions(model.positional_encoding, model.tgt_embed(np.take(tgt_ids, tgt_rows)), tgt_rows, tgt_ids.shape)
+    y = decode(model.decoder, y, memory, src_mask, target_mask(tgt_ids, pad), tgt_present, src_present)
+    return model.generator(y), tgt_rows                                      # (n_tgt, tgt_vocab)
+
+
+def bucketed_counts(src, tgt, pad: int, multiple: int = 64) -> tuple[int, int]:
+    """The real tokens' counts of src and tgt, each rounded up to a multiple of `multiple` (at most
+    the array's size): the rows forward_real_tokens computes, so batches of one shape share a few plans."""
+    def bucket(ids):
+        n = int(np.count_nonzero(ids != pad))
+        return min(ids.size, -(-n // multiple) * multiple)
+    return bucket(np.asarray(src)), bucket(np.asarray(tgt))
+
+
+def present_rows(real: np.ndarray, count: int) -> np.ndarray:
+    """The flat positions of real's True entries and, to make up `count`, of its first False ones,
+    sorted: (count,). Made of NumPy calls a compiled step records and replays (no boolean indexing,
+    whose shape would depend on the values)."""
+    if real.sum() > count:
+        raise ValueError(f"forward_real_tokens: counts must cover every real token: got {count} rows for a "
+                         f"batch of {real.shape} with more real tokens")
+    order = np.argsort(~real.reshape(-1), kind="stable")                    # real ones first, each group in order
+    return np.sort(order[:count])
+
+
+def _mask(rows: np.ndarray, shape: tuple) -> np.ndarray:
+    """The (B, T) bool mask that is True at the flat positions `rows`."""
+    return np.bincount(rows, minlength=shape[0] * shape[1]).astype(bool).reshape(shape)
 
 
 def encode(encoder, x: Tensor, src_mask, real: np.ndarray) -> Tensor:
@@ -66,8 +98,8 @@ def attend(attention, query: Tensor, memory: Tensor, mask, real: tuple) -> Tenso
     return attention.w_o(out)                                                # (n_q, d_model)
 
 
-def _positions(encoding, x: Tensor, real: np.ndarray) -> Tensor:
-    """PositionalEncoding.forward for rows x (n, d_model) at the positions of real's True entries."""
-    positions = np.nonzero(real)[1]                                          # (n,)
-    pe = encoding.table(real.shape[1])[positions]                            # (n, d_model)
+def _positions(encoding, x: Tensor, rows: np.ndarray, shape: tuple) -> Tensor:
+    """PositionalEncoding.forward for rows x (n, d_model) at the flat positions `rows` of a (B, T) batch."""
+    positions = (rows % shape[1])[:, None]                                   # (n, 1)
+    pe = np.take_along_axis(encoding.table(shape[1]), positions, axis=0)    # (n, d_model)
     return encoding.dropout(x + Tensor(pe.astype(x.dtype, copy=False)))
