@@ -14,6 +14,15 @@ losses and weights agree bit for bit ("bit-exact"). Sides alternate repeat by re
 The translator's step decides from the batch's values whether to skip <pad> rows (TRICKS.skip_padding),
 a branch a plan cannot take both ways, so its compiled side runs with that trick off, and the table
 gives eager with the trick off as well: "eager, no skip" / "compiled" is what replaying alone gains.
+
+    python bench/compiled_step.py --rules --workloads tiny,small,gpt
+
+measures the rewrite rules (tinygrad_lite/compiler/rules) instead: the boxes run plain (their own fused
+calls, under the rules' switches fused_ffn, fused_attention and fused_residual, off inside the step), the
+step compiled with the rules on against off ("rules off/on" > 1: the rules gain), and today's compiled step,
+whose boxes call the fused ops themselves, for reference ("box calls/rules on" near 1: the rules keep that
+speed without the boxes' branches). Before timing, the rules-off side is checked bit-exact against eager
+with the boxes plain, and the rules-on side's losses within 1e-4 of it ("agrees").
 """
 from __future__ import annotations
 
@@ -166,6 +175,101 @@ def sides(name: str, build) -> dict:
     return out
 
 
+def off(*names: str):
+    """The named tricks off, and none if none is named (fast.tricks_off() would switch every trick off)."""
+    import contextlib
+
+    from tinygrad_lite import fast
+    return fast.tricks_off(*names) if names else contextlib.nullcontext()
+
+
+def padding_skips_off(name: str):
+    """The translator's padding skips off: a branch on the batch's values, which a plan cannot take both ways."""
+    return off("skip_padding") if name in ("tiny", "small") else off()
+
+
+def rule_switches() -> tuple:
+    from tinygrad_lite.compiler.rules import RULES
+    return tuple(sorted({rule.switch for rule in RULES}))
+
+
+def plain_boxes(step):
+    """`step` with the boxes' own fused calls off inside it: the plain ops, for the rules to fuse."""
+    from tinygrad_lite import fast
+
+    def run(*batch):
+        with fast.tricks_off(*rule_switches()):
+            return step(*batch)
+    return run
+
+
+def rule_sides(name: str, build, per_rule: bool) -> dict:
+    """{side: step(batch)}: today's compiled step (the boxes' fused calls), and the boxes plain, compiled
+    with the rules off and on (and, per_rule, with each rule alone on)."""
+    from tinygrad_lite import fast
+    from tinygrad_lite.compiler import compile
+    from tinygrad_lite.compiler.rules import RULES
+    switches = rule_switches()
+    _, step = build()  # one model for every side: each its own compiled step (a model's arrays' alignment
+    # alone moves a step's time by a few %, which side-by-side copies would book to the rules)
+    box_calls = compile(step)
+    rules_off, rules_on = compile(plain_boxes(step)), compile(plain_boxes(step))
+
+    def side(compiled, switched, names):
+        def run(batch):
+            with padding_skips_off(name), switched(*names):
+                return float(compiled(*batch).data)
+        return run
+    out = {"box calls": side(box_calls, fast.tricks_on, switches),
+           "rules off": side(rules_off, fast.tricks_off, switches),
+           "rules on": side(rules_on, fast.tricks_on, switches)}
+    if per_rule:
+        for rule in RULES:
+            only = compile(plain_boxes(step))
+            others = tuple(s for s in switches if s != rule.switch)
+
+            def run(batch, only=only, others=others, switch=rule.switch):
+                with padding_skips_off(name), off(*others), fast.tricks_on(switch):
+                    return float(only(*batch).data)
+            out[f"{rule.name} only"] = run
+    return out
+
+
+def rules_agree(name: str, build, data, steps: int) -> tuple:
+    """(rules off bit-exact with eager, the boxes plain; rules on within 1e-4 of rules off), loss by loss
+    over `steps` steps from one seed."""
+    import tinygrad_lite as tl
+    from tinygrad_lite import fast
+    from tinygrad_lite.compiler import compile
+    switches = rule_switches()
+    losses = {}
+    for side, switched, wrap in (("eager", fast.tricks_off, lambda s: s), ("off", fast.tricks_off, compile),
+                                 ("on", fast.tricks_on, compile)):
+        tl.manual_seed(1)
+        _, step = build()
+        step = wrap(plain_boxes(step))
+        tl.manual_seed(2)
+        with padding_skips_off(name), switched(*switches):
+            losses[side] = [float(step(*data[i % len(data)]).data) for i in range(steps)]
+    return (losses["eager"] == losses["off"],
+            bool(np.allclose(losses["on"], losses["off"], rtol=1e-4, atol=0)))
+
+
+def measure_rules(args, name: str, build, data) -> dict:
+    """One row of --rules: medians per side and their ratios."""
+    exact, agrees = rules_agree(name, build, data, 3)
+    steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
+    samples = alternate(rule_sides(name, build, args.per_rule), data, steps, repeats, clock=CLOCKS[args.clock])
+    ms = {side: 1e3 * median(times) for side, times in samples.items()}
+    spread = {side: (1e3 * min(times), 1e3 * max(times)) for side, times in samples.items()}
+    return {"workload": name, "threads": args.threads, "clock": args.clock, "bit_exact": exact, "agrees": agrees,
+            **{f"{side} ms": round(v, 3) for side, v in ms.items()},
+            **{f"{side} range ms": [round(a, 3), round(b, 3)] for side, (a, b) in spread.items()},
+            "rules off/on": round(ms["rules off"] / ms["rules on"], 3),
+            "box calls/rules on": round(ms["box calls"] / ms["rules on"], 3),
+            **{f"rules off/{side}": round(ms["rules off"] / v, 3) for side, v in ms.items() if side.endswith(" only")}}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {WORKLOADS}")
@@ -175,6 +279,10 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="tiny shapes, 1 repeat: a smoke run")
     parser.add_argument("--json", help="append one JSON row per workload to this file")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rules", action="store_true", help="measure the rewrite rules: the boxes plain, compiled "
+                        "with the rules on against off, and today's compiled step (see the docstring)")
+    parser.add_argument("--per-rule", action="store_true", help="with --rules, also each rule alone on "
+                        "('rules off/<rule> only': that rule's gain)")
     args = parser.parse_args(argv)
     threads = args.threads
     start(parser, threads)
@@ -184,6 +292,12 @@ def main(argv=None):
         if name not in BUILDERS:
             parser.error(f"--workloads: unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
         build, data = BUILDERS[name](args.quick)
+        if args.rules:
+            row = measure_rules(args, name, build, data)
+            rows.append(row)
+            append_json(args.json, row)
+            print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
+            continue
         plain_tricks = (lambda: fast.tricks_off("skip_padding")) if name in ("tiny", "small") else fast.tricks_on
         exact = bit_exact(build, data, 3, plain_tricks)
         steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
@@ -197,6 +311,14 @@ def main(argv=None):
         rows.append(row)
         append_json(args.json, row)
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
+    if args.rules:
+        singles = [k for k in rows[0] if k.startswith("rules off/") and k.endswith(" only")] if rows else []
+        print(markdown(["workload", "bit-exact", "agrees", "box calls ms", "rules off ms", "rules on ms",
+                        "rules off/on", "box calls/rules on", *singles],
+                       [[r["workload"], "yes" if r["bit_exact"] else "NO", "yes" if r["agrees"] else "NO",
+                         r["box calls ms"], r["rules off ms"], r["rules on ms"], r["rules off/on"],
+                         r["box calls/rules on"], *[r[k] for k in singles]] for r in rows]))
+        return
     header = ["workload", "bit-exact", "eager ms", "eager, no skip ms", "compiled ms", "eager/compiled",
               "same-trick eager/compiled"]
     print(markdown(header, [[r["workload"], "yes" if r["bit_exact"] else "NO", r["eager ms"],

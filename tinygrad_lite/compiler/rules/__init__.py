@@ -8,6 +8,10 @@ as the rule's fused op (capture.py). With its switch off, the plain ops run: the
 (tests/test_compile_rules*.py). The switches are read when the compiled step is called (they are part
 of the plan's signature), not while the step runs: a step may run a box plain inside
 `tricks_off(...)` and still have the rule fuse it.
+
+A rule's "Gain" is its step's time with all rules off over the time with it alone on, the boxes plain
+(`python bench/compiled_step.py --rules --per-rule`: medians of 15 alternating samples, 1 thread, CPU
+clock), as ranges over 3 to 7 runs on 2026-12-06 (2-core Xeon, AVX-512, shared: load 2.8 to 6).
 """
 from __future__ import annotations
 

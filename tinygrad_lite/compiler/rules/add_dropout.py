@@ -13,7 +13,8 @@ class AddDropout:
     Matches: add(x, dropout(s, p)) or add(dropout(s, p), x), x and s of one shape and dtype. Emits:
     add_dropout_op(x, s, p, True, s needs grad): one mask draw from the same stream, so the masks
     equal the plain chain's.
-    Gain: the eager fast path of the same switch, fused_residual, measured train small 8% (fast.py)."""
+    Gain: TINY 2-6%, SMALL 0-3%; the GPT recipe has no dropout. (The eager fast path of the same switch
+    measured train small 8%, fast.py.)"""
 
     name, switch, draws = "add_dropout", "fused_residual", ("dropout",)
 

@@ -26,7 +26,7 @@ class Attention:
     stream at the same point, so the masks equal the plain chain's. It hands out no weights (the
     plain box's kept weights, `remember(weights.data)`, are then the placeholder: a compiled step
     keeps none).
-    Gain: not measured yet (bench/compiled_step.py)."""
+    Gain: GPT recipe 4-7%, SMALL 2-4%, TINY -5 to +1% (no gain at its small shapes)."""
 
     name, switch, draws = "attention", "fused_attention", ("dropout",)
 

