@@ -88,7 +88,7 @@ def test_public_boundaries_word_the_same_mistake_the_same_way(make, message):
 def test_fused_attention_checks_heads_once_before_splitting():
     q = tl.Tensor(np.zeros((1, 2, 4)))
     with pytest.raises(ValueError, match="fused_attention: heads must be a positive int, got 0"):
-        nn.functional.fused_attention(q, q, q, heads=0)
+        nn.fused.fused_attention(q, q, q, heads=0)
 
 
 @pytest.mark.parametrize("text, expected", [("3", 3), (" 2 ", 2), ("", 1)])

@@ -6,6 +6,7 @@ import pytest
 
 import tinygrad_lite as tl
 import tinygrad_lite.nn.functional as F
+import tinygrad_lite.nn.fused as fused_ops
 from tinygrad_lite import Tensor, fast
 from tinygrad_lite.compiler import compile
 
@@ -127,7 +128,7 @@ def test_linear_gradient_into_an_input_that_requires_grad():
 def test_linear_relu_dropout(tricks, dtype, training):
     def make_step(w, b):
         c = const(dtype, (2, 5, 6))
-        return lambda x: backward((F.linear_relu_dropout(x, w, b, 0.3, training) * c).sum())
+        return lambda x: backward((fused_ops.linear_relu_dropout(x, w, b, 0.3, training) * c).sum())
 
     def leaves():
         return params(dtype, (6, 4), (6,))
@@ -140,7 +141,7 @@ def test_linear_relu_dropout(tricks, dtype, training):
 def test_add_dropout(tricks, dtype):
     def make_step(a, s):
         c = const(dtype, (3, 4, 5))
-        return lambda u: backward((F.add_dropout(u * a, s, 0.25) * c).sum())
+        return lambda u: backward((fused_ops.add_dropout(u * a, s, 0.25) * c).sum())
 
     def leaves():
         return params(dtype, (3, 4, 5), (3, 4, 5))
@@ -268,7 +269,7 @@ def test_fused_attention_with_a_boolean_mask(tricks, dtype, heads):
         c = const(dtype, shapes[0])
 
         def step(mask):
-            out, _ = F.fused_attention(q, k, v, mask, dropout_p=0.2, need_weights=True, heads=heads)
+            out, _ = fused_ops.fused_attention(q, k, v, mask, dropout_p=0.2, need_weights=True, heads=heads)
             return backward((out * c).sum())
         return step
     eager = compare(make_step, lambda: params(dtype, *shapes), calls, seed=3)
@@ -290,7 +291,7 @@ def test_fused_attention_on_the_real_rows(tricks, dtype):
         c = const(dtype, (7, h * d))
 
         def step(real, mask):
-            out = F.fused_attention(q, k, v, mask, heads=h, real=(real, real))
+            out = fused_ops.fused_attention(q, k, v, mask, heads=h, real=(real, real))
             return backward((out * c).sum())
         return step
     compare(make_step, lambda: params(dtype, (7, h * d), (7, h * d), (7, h * d)), calls)
@@ -308,7 +309,7 @@ def test_unpad_and_repad(dtype):
 
     def make_step(x, w):
         c = const(dtype, (B, T, 5))
-        return lambda real: backward((F.repad(F.linear(F.unpad(x, real), w), real) * c).sum())
+        return lambda real: backward((fused_ops.repad(F.linear(fused_ops.unpad(x, real), w), real) * c).sum())
     eager = compare(make_step, lambda: params(dtype, (B, T, 2), (5, 2)), calls)
     for (real,), (_, (dx, _)) in zip(calls, eager):
         assert not dx[~real].any() and dx[real].all()
@@ -321,7 +322,7 @@ def test_a_real_mask_of_another_count_in_a_replay_raises_as_in_eager():
     wrong = np.ones((2, 4), bool)
 
     def step(real):
-        return F.repad(x, real).sum()
+        return fused_ops.repad(x, real).sum()
     with pytest.raises(ValueError) as eager_error:
         step(wrong)
     compiled = compile(step)

@@ -12,6 +12,7 @@ import pytest
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast
 from tinygrad_lite.compiler import compile
+from tinygrad_lite.compiler.rules.attention import dropout_op, fused_attention_op
 from tinygrad_lite.compiler.traced import Traced
 from tinygrad_lite.nn import functional as F
 from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
@@ -145,9 +146,9 @@ def test_a_divisor_that_changes_sends_the_replay_to_eager_mode():
 def test_a_replay_holds_no_attention_weights_after_it_returns(monkeypatch):
     """The fused op hands out no weights (no box): its backward frees them, and nothing the step keeps
     (here a list the step appends the plain weights' array to) holds a replay's weights."""
-    from tinygrad_lite.nn import functional
     alive = []
-    engines = functional._attention_engines
+    ops = fused_attention_op.__globals__  # the fused op's module, wherever it lives
+    engines = ops["_attention_engines"]
 
     def watched(rows):
         forward, backward = engines(rows)
@@ -157,7 +158,7 @@ def test_a_replay_holds_no_attention_weights_after_it_returns(monkeypatch):
             alive.append(weakref.ref(weights))
             return out, weights
         return forward_watched, backward
-    monkeypatch.setattr(functional, "_attention_engines", watched)
+    monkeypatch.setitem(ops, "_attention_engines", watched)
     r = np.random.default_rng(0)
     wq = Tensor(r.standard_normal((6, 6)), requires_grad=True)
     kept = []
@@ -171,3 +172,33 @@ def test_a_replay_holds_no_attention_weights_after_it_returns(monkeypatch):
     first, second = kept  # what the two captures' runs of the box kept: stand-ins, none of a replay's values
     assert isinstance(first, Traced) and isinstance(second, Traced)
     assert second.array.strides == (0, 0, 0, 0)  # the fused capture's placeholder: zeros, no weights
+
+
+def test_the_fused_op_draws_the_plain_chains_masks(monkeypatch):
+    """Every keep mask drawn, side by side: the plain chain's dropout on the weights (B, h, T_q, T_k) and
+    the fused op's, from the same seed, are equal entry for entry, call after call."""
+    drawn = {"fused": [], "plain": []}
+    side = ["plain"]
+    for module in (dropout_op.__globals__, fused_attention_op.__globals__):
+        draw = module["dropout_keep_mask"]
+
+        def recorded(shape, p, draw=draw):
+            keep = draw(shape, p)
+            drawn[side[0]].append(keep.copy())
+            return keep
+        monkeypatch.setitem(module, "dropout_keep_mask", recorded)
+    tl.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, 0.5, dtype=np.float64)
+    step = attention_step(mha)
+    fused, plain = compile(step), compile(step)
+    for i, (x, memory, mask) in enumerate(calls(np.float64, d_model=8)):
+        for name, compiled, switched in (("fused", fused, fast.tricks_on), ("plain", plain, fast.tricks_off)):
+            side[0] = name
+            tl.manual_seed(10 + i)
+            with switched(SWITCH):
+                compiled(x, memory, mask)
+    assert [rule for rule, _ in plan_of(fused).fusions.values()] == ["attention"]
+    assert len(drawn["fused"]) == len(drawn["plain"]) == 5  # the plain capture, the fused capture, 3 replays
+    for a, b in zip(drawn["fused"][-3:], drawn["plain"][-3:]):
+        assert a.shape == (2, 2, 5, 5) and 0.3 < a.mean() < 0.7
+        np.testing.assert_array_equal(a, b)

@@ -13,6 +13,7 @@ from trick_switches import both
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, dispatch, fast, kernels, nn
 from tinygrad_lite.nn import functional as F
+from tinygrad_lite.nn import fused as fused_ops
 from tinygrad_lite.tensor import dropout_keep_mask
 from transformer import Transformer
 from transformer.decoding import greedy_decode
@@ -161,7 +162,7 @@ def test_fused_attention_draws_what_the_unfused_dropout_draws_either_way(plain):
     q, k, v = (Tensor(rng.standard_normal((2, 3, 2, 4))) for _ in range(3))
     with fast_or_plain(plain):
         tl.manual_seed(8)
-        fused = F.fused_attention(q, k, v, dropout_p=0.4, training=True)
+        fused = fused_ops.fused_attention(q, k, v, dropout_p=0.4, training=True)
         tl.manual_seed(8)
         qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
         weights = (qh @ kh.transpose(-2, -1)).softmax(-1, scale=0.5).dropout(0.4)
@@ -288,10 +289,10 @@ def attention_step(dtype, T_q, d, rows):
     q, k, v = (Tensor(rng.standard_normal((n,) + (h * d,)).astype(dtype), requires_grad=True)
                for n in (n_q, n_k, n_k))
     if rows:
-        out = F.fused_attention(q, k, v, dropout_p=0.2, heads=h, real=(q_real, k_real))
+        out = fused_ops.fused_attention(q, k, v, dropout_p=0.2, heads=h, real=(q_real, k_real))
     else:
         q4, k4, v4 = q.reshape(B, T_q, h * d), k.reshape(B, T_k, h * d), v.reshape(B, T_k, h * d)
-        out = F.fused_attention(q4, k4, v4, mask=k_real[:, None, None, :], dropout_p=0.2, heads=h)
+        out = fused_ops.fused_attention(q4, k4, v4, mask=k_real[:, None, None, :], dropout_p=0.2, heads=h)
     (out * Tensor(rng.standard_normal(out.shape).astype(dtype))).sum().backward()
     return [out.data, q.grad, k.grad, v.grad]
 

@@ -15,7 +15,7 @@ from tinygrad_lite import Tensor, fast, gradcheck, kernels
 from tinygrad_lite.kernels import adam as kernel_adam
 from tinygrad_lite.kernels import attention as att
 from tinygrad_lite.kernels import attention_args, attention_composed, attention_per_query, attention_tiles
-from tinygrad_lite.nn import functional as F
+from tinygrad_lite.nn import fused as fused_ops
 from tinygrad_lite.optim import adam as adam_module
 from tinygrad_lite.tensor import dropout_keep_mask
 from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
@@ -275,7 +275,7 @@ def test_simd_transpose_writes_each_head_as_columns_padded_with_zeros():
 
 
 def fused(q, k, v, **kw):
-    return F.fused_attention(Tensor(q), Tensor(k), Tensor(v), **kw)
+    return fused_ops.fused_attention(Tensor(q), Tensor(k), Tensor(v), **kw)
 
 
 @pytest.mark.parametrize("call, exc, pattern", [
@@ -329,7 +329,7 @@ def test_op_matches_the_unfused_composition_in_value_and_gradient(backend):
     g = rng.standard_normal((3, 4, 2, 7))
     results = []
     with kernels.use_backend(backend):
-        for fn in (lambda: F.fused_attention(q, k, v, mask), lambda: unfused(q, k, v, mask)):
+        for fn in (lambda: fused_ops.fused_attention(q, k, v, mask), lambda: unfused(q, k, v, mask)):
             for t in (q, k, v):
                 t.grad = None
             out = fn()
@@ -343,11 +343,11 @@ def test_op_with_dropout_draws_what_the_unfused_dropout_would():
     rng = np.random.default_rng(12)
     q, k, v = tensors(rng)
     tl.manual_seed(3)
-    fused = F.fused_attention(q, k, v, dropout_p=0.4, training=True)
+    fused = fused_ops.fused_attention(q, k, v, dropout_p=0.4, training=True)
     tl.manual_seed(3)
     plain = unfused(q, k, v, dropout=lambda w: w.dropout(0.4))
     np.testing.assert_allclose(fused.data, plain.data, rtol=1e-12, atol=1e-14)
-    evaluated = F.fused_attention(q, k, v, dropout_p=0.4, training=False)
+    evaluated = fused_ops.fused_attention(q, k, v, dropout_p=0.4, training=False)
     np.testing.assert_allclose(evaluated.data, unfused(q, k, v).data, rtol=1e-12)
 
 
@@ -363,11 +363,11 @@ def test_gradcheck_through_the_op(backend, case):
     def fn(a, b, c):
         if case == "dropout":
             tl.manual_seed(0)  # the same dropout draws on every call
-            return F.fused_attention(a, b, c, dropout_p=0.3)
+            return fused_ops.fused_attention(a, b, c, dropout_p=0.3)
         if case == "heads":
             merged = [t.reshape(t.shape[0], t.shape[1], -1) for t in (a, b, c)]
-            return F.fused_attention(*merged, heads=2)
-        return F.fused_attention(a, b, c, mask)
+            return fused_ops.fused_attention(*merged, heads=2)
+        return fused_ops.fused_attention(a, b, c, mask)
     with kernels.use_backend(backend):
         assert gradcheck(fn, q, k, v)
 
@@ -379,7 +379,7 @@ def test_op_matches_pytorch_scaled_dot_product_attention():
     mask = rng.random((3, 1, 4, 6)) > 0.2
     mask[..., 0] = True  # torch gives NaN for a fully masked row; ours gives zeros
     g = rng.standard_normal((3, 4, 2, 5))
-    out = F.fused_attention(q, k, v, mask)
+    out = fused_ops.fused_attention(q, k, v, mask)
     out.backward(g)
     tq, tk, tv = (torch.tensor(t.data.transpose(0, 2, 1, 3), requires_grad=True) for t in (q, k, v))
     ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(mask))
@@ -392,15 +392,15 @@ def test_op_matches_pytorch_scaled_dot_product_attention():
 def test_op_returns_inspection_weights_and_checks_its_arguments():
     rng = np.random.default_rng(15)
     q, k, v = tensors(rng)
-    _, weights = F.fused_attention(q, k, v, need_weights=True)
+    _, weights = fused_ops.fused_attention(q, k, v, need_weights=True)
     assert isinstance(weights, np.ndarray) and weights.shape == (3, 2, 4, 6)
     np.testing.assert_allclose(weights.sum(-1), 1)
     with pytest.raises(TypeError, match="q, k, v must be Tensors"):
-        F.fused_attention(q.data, k, v)
+        fused_ops.fused_attention(q.data, k, v)
     with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\]"):
-        F.fused_attention(q, k, v, dropout_p=1.5)
+        fused_ops.fused_attention(q, k, v, dropout_p=1.5)
     with pytest.raises(ValueError, match=r"with heads=3, q must be \(B, T, heads·d\)"):
-        F.fused_attention(*(t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v)), heads=3)
+        fused_ops.fused_attention(*(t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v)), heads=3)
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])

@@ -22,6 +22,7 @@ import viz
 from tinygrad_lite import Tensor, Value, fast, kernels, manual_seed, retain_grads
 from tinygrad_lite.nn import Linear
 from tinygrad_lite.nn import functional as F
+from tinygrad_lite.nn import fused as fused_ops
 from viz.fast_ops import FAST_OPS
 from viz.render import RENDERER_ENV, RendererMissingWarning
 
@@ -427,10 +428,10 @@ def test_every_op_in_the_formula_table_is_one_the_engine_records():
     manual_seed(0)
     x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32), requires_grad=True)
     real = np.array([[True, True, False], [True, False, False]])
-    back = F.repad(F.unpad(x, real), real)
+    back = fused_ops.repad(fused_ops.unpad(x, real), real)
     layer = Linear(4, 4)
-    hidden = F.linear_relu_dropout(F.add_dropout(x, back, p=0.1), layer.weight, layer.bias, p=0.1)
-    loss = F.fused_attention(hidden, hidden, hidden, dropout_p=0.1, heads=2).sum()
+    hidden = fused_ops.linear_relu_dropout(fused_ops.add_dropout(x, back, p=0.1), layer.weight, layer.bias, p=0.1)
+    loss = fused_ops.fused_attention(hidden, hidden, hidden, dropout_p=0.1, heads=2).sum()
     assert set(FAST_OPS) <= set(recorded_ops(loss))
     source = viz.draw_graph(loss).source
     for op, formula in FAST_OPS.items():

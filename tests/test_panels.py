@@ -166,11 +166,12 @@ def linear_step(op, dtype=np.float32):
     import tinygrad_lite as tl
     from tinygrad_lite import Tensor, nn
     from tinygrad_lite.nn import functional as F
+    from tinygrad_lite.nn import fused as fused_ops
     tl.manual_seed(0)
     rng = np.random.default_rng(3)
     lin = nn.Linear(40, 50, dtype=dtype)
     x = Tensor(rng.standard_normal((2, 35, 40)).astype(dtype), requires_grad=True)
-    out = F.linear(x, lin.weight, lin.bias) if op == "linear" else F.linear_relu_dropout(
+    out = F.linear(x, lin.weight, lin.bias) if op == "linear" else fused_ops.linear_relu_dropout(
         x, lin.weight, lin.bias, p=0.0)
     (out * Tensor(rng.standard_normal(out.shape).astype(dtype))).sum().backward()
     return [out.data, x.grad, lin.weight.grad, lin.bias.grad]

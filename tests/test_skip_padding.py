@@ -1,5 +1,5 @@
 """skip_padding (tinygrad_lite/fast.py): the position-wise layers on a batch's real tokens only
-(transformer/fast/skip_padding.py, F.unpad / F.repad) against the plain padded forward, its oracle."""
+(transformer/fast/skip_padding.py, fused_ops.unpad / fused_ops.repad) against the plain padded forward, its oracle."""
 import sys
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from trick_switches import both
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast, kernels
 from tinygrad_lite.gradcheck import gradcheck
-from tinygrad_lite.nn import functional as F
+from tinygrad_lite.nn import fused as fused_ops
 from transformer import Transformer, train
 from transformer.fast.skip_padding import forward_real_tokens
 from transformer.positional_encoding import PositionalEncoding
@@ -26,13 +26,13 @@ def padded_batch(rng, rows, width, vocab, lengths):
     return ids
 
 
-# ---------------------------------------------------------------- F.unpad, F.repad
+# ---------------------------------------------------------------- fused_ops.unpad, fused_ops.repad
 def test_unpad_takes_the_real_rows_in_order_and_repad_puts_them_back():
     x = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
     real = np.array([[True, False, True], [False, True, True]])
-    rows = F.unpad(Tensor(x), real)
+    rows = fused_ops.unpad(Tensor(x), real)
     np.testing.assert_array_equal(rows.data, x[real])
-    back = F.repad(rows, real)
+    back = fused_ops.repad(rows, real)
     np.testing.assert_array_equal(back.data, np.where(real[..., None], x, 0))
 
 
@@ -40,19 +40,19 @@ def test_unpad_and_repad_gradients_match_finite_differences():
     rng = np.random.default_rng(0)
     real = np.array([[True, True, False], [True, False, False], [False, False, False]])
     x = Tensor(rng.standard_normal((3, 3, 2)), requires_grad=True)
-    assert gradcheck(lambda t: F.unpad(t, real), x)
+    assert gradcheck(lambda t: fused_ops.unpad(t, real), x)
     rows = Tensor(rng.standard_normal((3, 2)), requires_grad=True)
-    assert gradcheck(lambda t: F.repad(t, real), rows)
+    assert gradcheck(lambda t: fused_ops.repad(t, real), rows)
 
 
 def test_unpad_and_repad_reject_a_mask_that_does_not_fit():
     x = Tensor(np.zeros((2, 3, 4)))
     with pytest.raises(ValueError, match=r"unpad: real must be a bool mask of shape \(2, 3\).*\(3, 2\)"):
-        F.unpad(x, np.ones((3, 2), bool))
+        fused_ops.unpad(x, np.ones((3, 2), bool))
     with pytest.raises(ValueError, match="unpad: real must be a bool mask.*int64"):
-        F.unpad(x, np.ones((2, 3), np.int64))
+        fused_ops.unpad(x, np.ones((2, 3), np.int64))
     with pytest.raises(ValueError, match=r"repad: x must have one row per True entry of real \(5\).*\(4, 4\)"):
-        F.repad(Tensor(np.zeros((4, 4))), np.array([[True, True, True], [True, True, False]]))
+        fused_ops.repad(Tensor(np.zeros((4, 4))), np.array([[True, True, True], [True, True, False]]))
 
 
 def test_the_rows_positional_encoding_is_the_tables_rows_at_their_positions():

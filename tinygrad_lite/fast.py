@@ -144,10 +144,10 @@ def is_scalar_operand(t, other) -> bool:
 def residual(x, s, dropout):
     """Why: training small 8% faster (off/on 1.02, 1.08, 1.08; CPU clock, 2026-12-01): 1 pass, not 3.
 
-    Add & Norm's x + Dropout(s) as one op, nn.functional.add_dropout (one pass, kernels.fused),
+    Add & Norm's x + Dropout(s) as one op, nn.fused.add_dropout (one pass, kernels.fused),
     instead of dropout's mask multiply and scale, then the add. Plain version:
     transformer.add_norm.AddNorm.residual."""
-    from .nn.functional import add_dropout
+    from .nn.fused import add_dropout
     return add_dropout(x, s, dropout.p, dropout.training)
 
 
@@ -156,10 +156,10 @@ def residual(x, s, dropout):
 def linear_relu_dropout(x, linear, dropout):
     """Why: training small 13-18% faster (off/on 1.18, 1.13; CPU clock, 2026-12-01): d_ff-wide passes.
 
-    The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.functional.linear_relu_dropout: bias,
+    The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.fused.linear_relu_dropout: bias,
     ReLU and dropout in one pass over the product, a backward without a mask. Plain version:
     transformer.feed_forward.PositionwiseFeedForward.forward."""
-    from .nn.functional import linear_relu_dropout
+    from .nn.fused import linear_relu_dropout
     return linear_relu_dropout(x, linear.weight, linear.bias, dropout.p, dropout.training)
 
 
@@ -177,7 +177,7 @@ def linear_relu_dropout(x, linear, dropout):
 # is within noise for training (train small off/on 1.03, quartiles 1.00-1.05; tiny 1.00; CPU clock, 2026-12-03, AMD
 # EPYC AVX2, 25% <pad>, where skip_padding's rows take it either way; with skip_padding, fused_attention+skip_padding
 # off/on 1.29, skip_padding alone 1.29).
-# MultiHeadAttention.fused_forward: Eq. 1 for all h heads as one op, nn.functional.fused_attention, on q, k, v
+# MultiHeadAttention.fused_forward: Eq. 1 for all h heads as one op, nn.fused.fused_attention, on q, k, v
 # (B, T, h·d_k) as the projections give them (no head copies, no (B, h, T, T) scores kept but the weights), its
 # backward in one call. The batch's real tokens' rows (skip_padding) always take it. Plain version:
 # transformer.attention.MultiHeadAttention.forward (split heads, scaled_dot_product_attention, merge heads), its
@@ -218,7 +218,7 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
 
     The position-wise layers (embeddings, projections, FFN, norms, generator) then run on a batch's
     real tokens only, transformer.fast.skip_padding.forward_real_tokens; attention reads those rows in
-    place (MultiHeadAttention.fused_forward, F.fused_attention's `real`). Below ~10% padding the
+    place (MultiHeadAttention.fused_forward, nn.fused.fused_attention's `real`). Below ~10% padding the
     bookkeeping costs more than the rows saved (the toy corpus, 2% padding: off/on 0.89, measured when
     unfused attention still copied rows back), so the trick runs from SKIP_PADDING_FROM on, and only
     if every real target follows a real input token (right padding), or the packed loss would leave

@@ -16,8 +16,7 @@ import numpy as np
 from tinygrad_lite import Tensor
 from tinygrad_lite.checks import head_size
 from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.nn import Dropout, Linear, Module
-from tinygrad_lite.nn import functional as F
+from tinygrad_lite.nn import Dropout, Linear, Module, fused
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout=None,
@@ -43,7 +42,7 @@ class MultiHeadAttention(Module):
 
     `forward` is the formula: split heads, Eq. 1, merge heads. `fused_forward` is the fast
     path (TRICKS.fused_attention in tinygrad_lite/fast.py): all h heads in one kernel
-    (`nn.functional.fused_attention`), the same numbers (tests/test_fused_attention.py).
+    (`nn.fused.fused_attention`), the same numbers (tests/test_fused_attention.py).
     """
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.1, bias: bool = True, dtype=np.float32):
@@ -86,7 +85,7 @@ class MultiHeadAttention(Module):
         them: no head copies. With `real` = (query_real (B, T_q), key_real (B, T_k)) bool masks,
         q, k, v hold only the real tokens' rows, (n_q, h·d_k) and (n_k, h·d_k)
         (`Transformer.forward_tokens`, TRICKS.skip_padding), and the kernel reads them in place."""
-        out, weights = F.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
+        out, weights = fused.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
                                          need_weights=True, heads=self.h, real=real)  # (B, T_q, h·d_k)
         self.remember(weights)
         return out

@@ -43,10 +43,10 @@ and this module dispatches. With the numba backend, `attention_engine` picks the
 only where it wins (one query per head: a decoding step); training shapes in float32 run the tile
 kernels (`tiles_fit`); everything else runs as OpenBLAS batched products around the Numba softmax
 kernels (bench/README.md, "Tenth pass"). That choice is the trick `attention_kernels`, made in
-nn.functional.fused_attention (its plain version: the NumPy twin on either backend); whether a
+nn.fused.fused_attention (its plain version: the NumPy twin on either backend); whether a
 MultiHeadAttention runs this op at all is the trick `fused_attention` (transformer/attention.py).
 float32 and float64; `out` is C-contiguous in the input dtype (the tile kernels' weights are a view
-of a (B, h, T_q, T_k rounded up to 8) array). The arguments are trusted: nn.functional.fused_attention
+of a (B, h, T_q, T_k rounded up to 8) array). The arguments are trusted: nn.fused.fused_attention
 checks what users pass, and asserts state the preconditions.
 """
 import functools
@@ -124,7 +124,7 @@ def attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale
 
 def attention_forward_rows(q, k, v, q_real, k_real, scale=None, mask=None, keep=None, keep_scale=1.0):
     """attention_forward among the real tokens only, on their rows: q (n_q, h, d), k (n_k, h, d), v (n_k, h, d_v)
-    hold the rows of the True entries of q_real (B, T_q) and k_real (B, T_k), row-major (nn.functional.unpad's
+    hold the rows of the True entries of q_real (B, T_q) and k_real (B, T_k), row-major (nn.fused.unpad's
     layout). Padding keys never receive weight, whatever the mask says. Returns (out (n_q, h, d_v), weights
     (B, h, T_q, T_k)), the weights zero at padding. The plain version (attention_forward_rows_numpy) puts the rows
     back into the padded layout, runs attention_forward, and takes the real rows of its output; the tile kernels
@@ -174,7 +174,7 @@ def _backward_padded(backward, q, k, v, q_real, k_real, weights, dout, scale, ke
 
 
 def _to_padded(rows, real):
-    """(n, ...) rows of the True entries of real (B, T) -> (B, T, ...), zeros elsewhere (nn.functional.repad)."""
+    """(n, ...) rows of the True entries of real (B, T) -> (B, T, ...), zeros elsewhere (nn.fused.repad)."""
     out = np.zeros(real.shape + rows.shape[1:], rows.dtype)
     out[real] = rows
     return out

@@ -1,6 +1,6 @@
 """The arguments of the attention kernels: the preconditions they assert and the forms they take.
 
-nn.functional.fused_attention checks what users pass and names what is wrong; the kernels trust what
+nn.fused.fused_attention checks what users pass and names what is wrong; the kernels trust what
 passes, and the asserts here state what they trust (shapes in the module docstring of
 kernels.attention). Shared by the NumPy twin (kernels.attention_composed), the per-query kernels
 (kernels.attention_per_query) and the tile kernels (kernels.attention_tiles).

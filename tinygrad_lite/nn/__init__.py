@@ -1,7 +1,7 @@
 """Neural-network layers on top of Tensor, with PyTorch's names and semantics:
 Parameter and Module (registration, state_dict, train/eval), the layers the Transformer needs
 (Linear, Embedding, LayerNorm, Dropout, activations, containers) and `functional` (losses)."""
-from . import functional, init
+from . import functional, fused, init
 from .activation import GELU, ReLU, Sigmoid, Tanh
 from .container import MLP, ModuleList, Sequential
 from .dropout import Dropout
@@ -26,5 +26,6 @@ __all__ = [
     "Sigmoid",
     "Tanh",
     "functional",
+    "fused",
     "init",
 ]

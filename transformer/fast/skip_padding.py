@@ -5,7 +5,7 @@ identically"): the embeddings, projections, FFNs, norms and generator run on the
 alone, (n, d_model), so a batch padded by a quarter costs about a quarter fewer multiply-adds. The
 paper's boxes (AddNorm, PositionwiseFeedForward, Linear) take those rows as they are; attention
 alone needs to know where each row sits, and runs among each sentence's real tokens, read in place
-by F.fused_attention's `real`. A <pad> position is never a key, so leaving it out changes nothing at
+by nn.fused.fused_attention's `real`. A <pad> position is never a key, so leaving it out changes nothing at
 a real one: the same logits as Transformer.forward at the real tokens (tests/test_skip_padding.py),
 with dropout drawn for the real rows only.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor
-from tinygrad_lite.nn import functional as F
+from tinygrad_lite.nn import fused
 
 from ..masks import target_mask
 
@@ -92,7 +92,7 @@ def attend(attention, query: Tensor, memory: Tensor, mask, real: tuple) -> Tenso
     """MultiHeadAttention.forward on rows: query (n_q, d_model), key = value = memory (n_k, d_model),
     real = (query_real (B, T_q), key_real (B, T_k)); all h heads in one kernel."""
     q, k, v = attention.w_q(query), attention.w_k(memory), attention.w_v(memory)  # (n, h·d_k)
-    out, weights = F.fused_attention(q, k, v, mask, attention.dropout.p, attention.dropout.training,
+    out, weights = fused.fused_attention(q, k, v, mask, attention.dropout.p, attention.dropout.training,
                                      need_weights=True, heads=attention.h, real=real)
     attention.remember(weights)
     return attention.w_o(out)                                                # (n_q, d_model)

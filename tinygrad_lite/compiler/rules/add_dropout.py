@@ -1,14 +1,14 @@
 """Rule add_dropout: Add & Norm's residual x + dropout(s) as one op."""
 from __future__ import annotations
 
-from ...nn.functional import add_dropout_op
+from ...nn.fused import add_dropout_op
 from ...ops.binary import add_op
 from ...ops.nn import dropout_op
 from .pattern import Fused, producer
 
 
 class AddDropout:
-    """x + dropout(s) -> nn.functional.add_dropout: Add & Norm's residual in one pass (kernels.fused).
+    """x + dropout(s) -> nn.fused.add_dropout: Add & Norm's residual in one pass (kernels.fused).
 
     Matches: add(x, dropout(s, p)) or add(dropout(s, p), x), x and s of one shape and dtype. Emits:
     add_dropout_op(x, s, p, True, s needs grad): one mask draw from the same stream, so the masks

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ...nn.functional import fused_attention_op
+from ...nn.fused import fused_attention_op
 from ...ops.binary import div_op, matmul_op
 from ...ops.movement import reshape_op, transpose_op
 from ...ops.nn import dropout_op, softmax_op
@@ -14,7 +14,7 @@ from .pattern import Fused, producer
 
 class Attention:
     """The plain multi-head attention (transformer/attention.py: split heads, q·kᵀ / c, masked softmax,
-    dropout, @ v, merge heads) -> nn.functional.fused_attention_op with heads=h: all heads in one op on
+    dropout, @ v, merge heads) -> nn.fused.fused_attention_op with heads=h: all heads in one op on
     q, k, v as the projections give them (B, T, h·d), no head copies, no scores kept but the weights.
 
     Matches, for q, k, v of shape (B, T, h·d): q.reshape(B, T_q, h, d).transpose(1, 2) @

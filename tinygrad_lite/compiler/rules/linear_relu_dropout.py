@@ -1,14 +1,15 @@
 """Rule linear_relu_dropout: the feed-forward's first half, dropout(relu(x·W1ᵀ + b1)), as one op."""
 from __future__ import annotations
 
-from ...nn.functional import linear_op, linear_relu_dropout_op
+from ...nn.functional import linear_op
+from ...nn.fused import linear_relu_dropout_op
 from ...ops.nn import dropout_op
 from ...ops.unary import relu_op
 from .pattern import Fused, producer
 
 
 class LinearReluDropout:
-    """dropout(relu(linear(x, W, b))) -> nn.functional.linear_relu_dropout: the bias, ReLU and dropout
+    """dropout(relu(linear(x, W, b))) -> nn.fused.linear_relu_dropout: the bias, ReLU and dropout
     in one pass over the product (kernels.fused), and a backward that needs no mask.
 
     Matches: linear -> relu -> dropout (training), or linear -> relu (eval, or p = 0: the plain
