@@ -6,8 +6,9 @@ function of arrays, Tensor._apply), each backward call and gradient sum, and eac
 optimizer's step, zero_grad, clipping); plan.py turns that into one straight-line function and
 replays it, with no Tensor, graph or check made per op; step.py keys plans by signature and
 captures anew when an assumption breaks; rules/ names groups of plain ops (attention, the FFN's
-linear -> ReLU -> dropout, the residual's x + dropout(s)) that a second capture runs as one fused op. traced.py refuses a step that reads values into Python
-while it is captured, which a plan would replay wrong.
+linear -> ReLU -> dropout, the residual's x + dropout(s)) that a second capture runs as one fused op.
+traced.py refuses a step that reads values into Python while it is captured, which a plan would
+replay wrong.
 """
 from .plan import Plan
 from .step import CompiledStep, compile

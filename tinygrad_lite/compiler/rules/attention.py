@@ -92,6 +92,8 @@ def _fits(records: list, roles: dict) -> bool:
     """Whether the shapes are those of heads split and merged, the softmax is over the keys with its
     scale a number, and the divisor a constant of one element that is not 0."""
     shapes = {x: records[roles[f"{x}_split"]].shape for x in "qkv"}
+    if any(len(shape) != 4 for shape in shapes.values()):
+        return False
     sources = {x: _source_shape(records, roles[f"{x}_split"]) for x in "qkv"}
     (B, T_q, h, d), (Bk, T_k, hk, dk), (Bv, T_v, hv, d_v) = shapes["q"], shapes["k"], shapes["v"]
     if (B, h, d) != (Bk, hk, dk) or (B, T_k, h) != (Bv, T_v, hv):
