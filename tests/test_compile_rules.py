@@ -5,7 +5,7 @@ import pytest
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast
-from tinygrad_lite.compiler import compile
+from tinygrad_lite.compiler import CompileError, compile
 
 
 def residual_step(w, p=0.3, reuse=False):
@@ -113,3 +113,28 @@ def test_two_dropouts_added_draw_their_masks_in_the_eager_order():
     np.testing.assert_allclose(got, step(x).data, rtol=1e-12)
     plan = next(iter(compiled.plans.values()))
     assert plan.op_names == ["matmul", "tanh", "dropout", "add_dropout", "mul", "sum"]
+
+
+@pytest.mark.parametrize("change", ["order", "read", "skip", "return"])
+def test_a_step_that_runs_other_ops_on_its_second_capture_is_refused(change):
+    """The second capture runs the first capture's ops with a group fused; a step that runs other ops
+    then (Python state that changes between calls) would replay wrong, so it is refused: another op where
+    the group's last op ran, an op that reads a deferred op's output, a group that never reaches its last
+    op, a deferred op's output returned."""
+    w = Tensor(np.eye(6) * 0.5, requires_grad=True)
+    calls = [0]
+
+    def step(x):
+        calls[0] += 1
+        second = calls[0] == 2
+        d = (x @ w).tanh().dropout(0.3)
+        if second and change == "skip":
+            return x
+        if second and change == "return":
+            return d
+        y = (x * 1.0) + d if second and change == "order" else x + d
+        loss = ((y * d) if second and change == "read" else (y * y)).sum()
+        loss.backward()
+        return loss
+    with fast.tricks_on("fused_residual"), pytest.raises(CompileError, match="first capture"):
+        compile(step)(Tensor(np.ones((4, 6))))

@@ -138,7 +138,11 @@ class Capture:
         if isinstance(rewrite, Defer):
             return self._defer(index, rewrite.record, op, parents, args)
         if isinstance(rewrite, Fuse):
+            self._same_op(rewrite.record, op)
             fn, op, parents, args = self._fuse(index, rewrite, Ran(op, parents, args))
+        elif any(id(p) in self.placeholders for p in parents):
+            raise CompileError(f"compile: op '{op}' at {step_site()} reads the output of an op a rule fused away; "
+                               "the step ran other ops than at its first capture")
         self.records.append(Record(fn, op, tuple(self.made_by.get(id(p)) for p in parents), args, None, None,
                                    leaves=tuple(None if id(p) in self.made_by else p for p in parents)))
         for p in parents:
@@ -165,9 +169,7 @@ class Capture:
     def _defer(self, index: int, record: Record, op: str, parents: tuple, args: tuple):
         """A placeholder for op `index`, which its group's fused op stands in for (only that group reads it)."""
         from ..tensor import Tensor
-        if op != record.op:
-            raise CompileError(f"compile: the step ran op '{op}' at {step_site()} where its first capture ran "
-                               f"'{record.op}'; a step must run the same ops on the same signature")
+        self._same_op(record, op)
         self.records.append(None)
         zeros = np.broadcast_to(np.zeros((), record.dtype), record.shape)
         placeholder = Tensor._node(traced(zeros), op, parents, None)
@@ -175,6 +177,19 @@ class Capture:
         self.placeholders.add(id(placeholder))
         self.keep.append(placeholder)
         return placeholder
+
+    @staticmethod
+    def _same_op(record: Record, op: str):
+        if op != record.op:
+            raise CompileError(f"compile: the step ran op '{op}' at {step_site()} where its first capture ran "
+                               f"'{record.op}'; a step must run the same ops on the same signature")
+
+    def check_rewrites(self):
+        """After a capture with rewrites: every deferred op reached its group's fused op."""
+        if self.deferred:
+            names = ", ".join(f"'{ran.op}'" for ran in self.deferred.values())
+            raise CompileError(f"compile: ops a rule deferred ({names}) never reached their fused op; the step ran "
+                               "other ops than at its first capture")
 
     def _fuse(self, index: int, fuse: Fuse, root: Ran) -> tuple:
         """(fn, op, parents, args) of the fused op that runs at op `index`, the root of `fuse`'s group."""
@@ -328,6 +343,9 @@ class Capture:
         """An expression building, at replay, the step's return value from the plan's arrays."""
         from ..tensor import Tensor
         if isinstance(value, Tensor):
+            if id(value) in self.placeholders:
+                raise CompileError("compile: the step returns the output of an op a rule fused away; the step ran "
+                                   "other ops than at its first capture")
             if id(value) in self.made_by:
                 self.records[self.made_by[id(value)]].uses += 1
             var = self.vars.get(id(value))

@@ -62,6 +62,7 @@ class CompiledStep:
         rewrites = rules.find(capture.records, switched_on)
         if rewrites:
             capture = self._capture(args, Capture(rewrites))
+            capture.check_rewrites()
         self.captures += 1
         return Plan(capture, capture.result)
 

@@ -41,5 +41,5 @@ def find(records: list, rules: tuple) -> dict:
                 continue
             root = max(roles.values())
             rewrites.update({i: Defer(records[i]) for i in roles.values() if i != root})
-            rewrites[root] = Fuse(rule, roles)
+            rewrites[root] = Fuse(rule, roles, records[root])
     return rewrites

@@ -56,10 +56,10 @@ class Defer:
 
 
 class Fuse:
-    """Run `rule`'s fused op instead of this one, the root of the group `roles` ({role: op index})."""
+    """Run `rule`'s fused op instead of this one (`record`), the root of the group `roles` ({role: op index})."""
 
-    def __init__(self, rule, roles: dict):
-        self.rule, self.roles = rule, roles
+    def __init__(self, rule, roles: dict, record: Record):
+        self.rule, self.roles, self.record = rule, roles, record
 
 
 def producer(records: list, i: int, slot: int, fn) -> int | None:
