@@ -42,14 +42,15 @@ def calls(dtype, B=2, T=5, S=4, d_model=12, masks="causal"):
     for _ in range(3):
         ids = r.integers(0, 3, (B, S))
         ids[:, 0] = 1  # every query row has a key it may attend
-        mask = {"causal": causal_mask(T), "padding": padding_mask(ids), "none": None}[masks]
+        mask = {"causal": causal_mask(T), "padding": padding_mask(ids), "none": None,
+                "additive": np.where(causal_mask(T), 0.0, -1e9).astype(dtype)}[masks]
         out.append((Tensor(r.standard_normal((B, T, d_model)).astype(dtype), requires_grad=True),
                     Tensor(r.standard_normal((B, S, d_model)).astype(dtype), requires_grad=True), mask))
     return out
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("masks, cross", [("causal", False), ("none", False), ("padding", True)])
+@pytest.mark.parametrize("masks, cross", [("causal", False), ("none", False), ("padding", True), ("additive", False)])
 @pytest.mark.parametrize("training", [True, False])
 def test_the_rule_fuses_and_agrees_with_the_plain_ops(dtype, masks, cross, training):
     """d_k = 6: 1/√6 is not a power of two, so the fused scale rounds otherwise than the division."""
