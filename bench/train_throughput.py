@@ -224,7 +224,9 @@ class OursTrainer:
 
     def loss(self, batch: TokenBatch):
         """The translator's training loss (transformer.train), as `python -m transformer train` computes it."""
-        return self.teacher_forcing_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out, self.label_smoothing)
+        from transformer.train import PAD, rows_to_skip_padding
+        rows = rows_to_skip_padding(batch.src, batch.tgt_in, batch.tgt_out, PAD)
+        return self.teacher_forcing_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out, self.label_smoothing, rows)
 
     def step(self, batch: TokenBatch) -> float:
         loss = self.loss(batch)

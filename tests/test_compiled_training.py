@@ -98,20 +98,23 @@ def padded_batches():
     return full, Batch(src, tgt)
 
 
-def test_translator_batches_that_skip_padding_run_eagerly_counted_and_the_rest_compiled(tmp_path):
+def test_translator_batches_that_skip_padding_are_compiled_too_on_their_row_counts(tmp_path):
+    """A batch that skips <pad> rows reaches the plan with its row counts (Trainer.with_rows), chosen
+    before the step, which key its plan beside its shape: its second sighting replays, and eager and
+    compiled runs make the same rows and draw the same masks (weights bit for bit)."""
     with fast.tricks_on("skip_padding"):
         full, padded = padded_batches()
         runs = {}
         for compile in (True, False):
             trainer = Trainer(translator_config(tmp_path / str(compile), compile=compile), report=Quiet())
-            for batch in (full, padded, full, padded, full):
+            for batch in (full, padded, full, padded, full, padded):
                 trainer.train_step(batch)
             runs[compile] = trainer
+        assert Trainer.with_rows(padded)[2] is not None and Trainer.with_rows(full)[2] is None
     s = runs[True].compiled.summary()
-    assert s["eager_batches"] == 2 and s["first_sightings"] == 1 and s["captures"] == 1  # 2 batches replayed
-    assert s["compiled_batches"] == 2
-    assert runs[True].compiled.describe().endswith("eager: 1 first batch(es) of a shape, 2 that skip <pad> rows "
-                                                    "(the compiler does not capture them yet)")
+    assert s["first_sightings"] == 2 and s["captures"] == 2 and s["compiled_batches"] == 4 and s["fallbacks"] == 0
+    assert runs[True].compiled.describe().endswith("eager: 2 first batch(es) of a shape")
+    assert sum(isinstance(key[-1], tuple) for key in runs[True].compiled.keys_seen) == 1  # the padded batch's counts
     assert_same(weights(runs[True]), weights(runs[False]))
 
 

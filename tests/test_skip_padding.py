@@ -14,9 +14,16 @@ from tinygrad_lite.nn import fused as fused_ops
 from transformer import Transformer, train
 from transformer.fast.skip_padding import forward_real_tokens
 from transformer.positional_encoding import PositionalEncoding
-from transformer.train import teacher_forcing_loss
+from transformer.train import teacher_forcing_loss as loss_on_rows
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing):
+    """The translator's training loss as its trainer runs it: TRICKS.skip_padding's choice of rows
+    (rows_to_skip_padding, made from the batch), then teacher_forcing_loss."""
+    rows = train.rows_to_skip_padding(src, tgt_in, tgt_out, PAD)
+    return loss_on_rows(model, src, tgt_in, tgt_out, label_smoothing, rows)
 PAD = 0
 
 

@@ -223,7 +223,7 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
     unfused attention still copied rows back), so the trick runs from SKIP_PADDING_FROM on, and only
     if every real target follows a real input token (right padding), or the packed loss would leave
     it out. Plain version: Transformer.forward, its oracle at the real tokens (tests/test_skip_padding.py); the
-    branch is in transformer.train.teacher_forcing_loss."""
+    choice is transformer.fast.skip_padding.rows_to_skip_padding."""
     real_in = tgt_in != pad
     if (tgt_out[~real_in] != pad).any():
         return False

@@ -32,7 +32,6 @@ import tinygrad_lite as tl
 from tinygrad_lite import Tensor, no_grad
 from tinygrad_lite import distributed as dist
 from tinygrad_lite.checkpoint import unpack_arrays
-from tinygrad_lite.fast import TRICKS, padding_worth_skipping
 from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.nn.functional import cross_entropy
 from tinygrad_lite.optim import Adam, NoamLR
@@ -49,11 +48,11 @@ from .data import (
     tokenize_zh,
 )
 from .data.loaders import FormatNotDetected
-from .fast.skip_padding import forward_real_tokens
+from .fast.skip_padding import forward_real_tokens, rows_to_skip_padding
 from .loop import Run, forward_backward, make_step, train
 from .model import Transformer
 from .plugins.averaging import WeightAverage
-from .plugins.compiled import SKIPPING_PADDING, CompiledGradients
+from .plugins.compiled import CompiledGradients
 from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
@@ -235,16 +234,18 @@ def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
 def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
     """Teacher forcing: the decoder reads <bos> y1..y_{n-1} and predicts y1..y_n <eos>."""
     tgt_in, tgt_out = batch.tgt[:, :-1], batch.tgt[:, 1:]
-    return teacher_forcing_loss(model, batch.src, tgt_in, tgt_out, label_smoothing), int((tgt_out != PAD).sum())
+    rows = rows_to_skip_padding(batch.src, tgt_in, tgt_out, PAD)
+    return teacher_forcing_loss(model, batch.src, tgt_in, tgt_out, label_smoothing, rows), int((tgt_out != PAD).sum())
 
 
-def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) -> Tensor:
+def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float, rows=None) -> Tensor:
     """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
-    (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids."""
-    if TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, PAD):  # the position-wise
-        # layers on the real tokens only (transformer/fast/skip_padding.py): the same loss
-        logits, rows = forward_real_tokens(model, src, tgt_in)           # (n, V)
-        targets = np.take(tgt_out, rows)
+    (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids. With `rows`,
+    row counts from rows_to_skip_padding, the position-wise layers run on the real tokens only
+    (transformer/fast/skip_padding.py): the same loss."""
+    if rows is not None:
+        logits, positions = forward_real_tokens(model, src, tgt_in, rows)   # (n, V)
+        targets = np.take(tgt_out, positions)
     else:
         logits = model(src, tgt_in)                                      # (B, T, V)
         logits, targets = logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1)
@@ -375,9 +376,19 @@ class Trainer(Run):
 
     # ------------------------------------------------------------ the step and the loop
     def loss_of(self, batch) -> Tensor:
-        """Teacher forcing on a batch (src, tgt): batch_loss's loss."""
+        """Teacher forcing on a batch (src, tgt), or (src, tgt, rows) with its rows_to_skip_padding
+        already chosen (a compiled step's key): batch_loss's loss."""
+        src, tgt, *chosen = batch
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        rows = chosen[0] if chosen else rows_to_skip_padding(src, tgt_in, tgt_out, PAD)
+        return teacher_forcing_loss(self.model, src, tgt_in, tgt_out, self.cfg.label_smoothing, rows)
+
+    @staticmethod
+    def with_rows(batch) -> tuple:
+        """(src, tgt, rows): the batch and its rows_to_skip_padding, chosen before a compiled step, whose
+        plans are keyed by them (a fixed row count per plan)."""
         src, tgt = batch
-        return teacher_forcing_loss(self.model, src, tgt[:, :-1], tgt[:, 1:], self.cfg.label_smoothing)
+        return src, tgt, rows_to_skip_padding(src, tgt[:, :-1], tgt[:, 1:], PAD)
 
     @staticmethod
     def tokens_of(batch) -> int:
@@ -391,13 +402,13 @@ class Trainer(Run):
 
     def build_step(self):
         """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the loss and backward
-        compiled unless --no-compile (transformer.plugins.compiled; a batch that skips <pad> rows runs
-        eagerly), the gradient norm clipped at --clip; a NaN loss stops it, the ranks' gradients are
+        compiled unless --no-compile (transformer.plugins.compiled; a plan per batch shape and row counts,
+        with_rows), the gradient norm clipped at --clip; a NaN loss stops it, the ranks' gradients are
         averaged (data parallel), a loss far above its start stops it, and the lr cools down (cool_down)
         at the ranks' mean time."""
         gradients = forward_backward(self.loss_of, self.optimizer)
-        if self.cfg.compile:  # (eager= goes once the compiler captures skip_padding's rows)
-            gradients = self.compiled = CompiledGradients(gradients, eager=SKIPPING_PADDING)
+        if self.cfg.compile:
+            gradients = self.compiled = CompiledGradients(gradients, prepare=self.with_rows)
         return make_step(gradients, self.tokens_of, self.model.parameters(), self.optimizer,
                          clip=self.cfg.clip, set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
                          scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor
+from tinygrad_lite.fast import TRICKS, padding_worth_skipping
 from tinygrad_lite.nn import fused
 
 from ..masks import target_mask
@@ -42,6 +43,19 @@ def forward_real_tokens(model, src, tgt, counts: tuple | None = None) -> tuple[T
     y = _positions(model.positional_encoding, model.tgt_embed(np.take(tgt_ids, tgt_rows)), tgt_rows, tgt_ids.shape)
     y = decode(model.decoder, y, memory, src_mask, target_mask(tgt_ids, pad), tgt_present, src_present)
     return model.generator(y), tgt_rows                                      # (n_tgt, tgt_vocab)
+
+
+ROW_BUCKETS = 64  # a batch shape's row counts fall in 64 buckets: at most 1/64 of its positions extra
+
+
+def rows_to_skip_padding(src, tgt_in, tgt_out, pad: int) -> tuple[int, int] | None:
+    """The row counts (bucketed_counts) a training step on this batch runs forward_real_tokens with, or
+    None for the padded forward: TRICKS.skip_padding's choice, made from the batch outside a compiled
+    step (fast.padding_worth_skipping), so eager and compiled steps make the same rows and draw the same
+    dropout masks."""
+    if not (TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, pad)):
+        return None
+    return bucketed_counts(src, tgt_in, pad, -(-max(src.size, tgt_in.size) // ROW_BUCKETS))
 
 
 def bucketed_counts(src, tgt, pad: int, multiple: int = 64) -> tuple[int, int]:
