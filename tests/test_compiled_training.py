@@ -54,6 +54,7 @@ def test_a_compiled_gpt_run_equals_an_eager_one_bit_for_bit(tmp_path):
     eager = GPTTrainer(gpt_config(tmp_path / "eager", compile=False), Quiet())
     eager.run()
     assert eager.compiled is None and replayed(compiled) == 5  # the first batch of its shape ran eagerly
+    assert compiled.compiled.summary()["captures"] == 1  # the evaluations at iter 3 (eval mode, no_grad) kept the plan
     assert_same(weights(compiled), weights(eager))
     assert compiled.best_val_loss == eager.best_val_loss
 
@@ -73,7 +74,8 @@ def test_a_compiled_translator_run_equals_an_eager_one_bit_for_bit(tmp_path):
     compiled.run()
     eager = Trainer(translator_config(tmp_path / "eager", compile=False), report=Quiet())
     eager.run()
-    assert replayed(compiled) >= 3
+    s = compiled.compiled.summary()
+    assert replayed(compiled) >= 3 and s["captures"] == s["plans"]  # no plan captured twice (the evaluation at 12)
     assert_same(weights(compiled), weights(eager))
 
 
