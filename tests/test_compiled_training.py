@@ -27,7 +27,7 @@ def gpt_config(out, **overrides) -> GPTTrainConfig:
 
 def translator_config(out, **overrides) -> TrainConfig:
     settings = dict(out=str(out), d_model=16, heads=2, layers=1, d_ff=32, dropout=0.1, max_steps=24, epochs=None,
-                    eval_every=12, dev_bleu_size=8, progress=False, seed=2)
+                    eval_every=12, dev_bleu_size=8, progress=False, seed=2, compile=True)
     return TrainConfig(**{**settings, **overrides})
 
 
@@ -127,14 +127,29 @@ def test_a_compiled_step_takes_a_batch_of_arrays():
     assert len(calls) == 1 and isinstance(calls[0], tuple)  # its first batch, eagerly, as given
 
 
+@pytest.mark.parametrize("default", [True, False])
 @pytest.mark.parametrize("argv, env, chosen", [
-    ([], None, True), (["--no-compile"], None, False), ([], "0", False), ([], "false", False), ([], "1", True),
-    (["--compile"], "0", True), (["--no-compile"], "1", False)])
-def test_no_compile_and_the_environment_choose_an_eager_step(monkeypatch, argv, env, chosen):
+    ([], None, None), (["--no-compile"], None, False), ([], "0", False), ([], "false", False), ([], "1", True),
+    ([], "on", True), ([], "maybe", None), (["--compile"], "0", True), (["--no-compile"], "1", False)])
+def test_the_flags_then_the_environment_then_the_commands_default_choose(monkeypatch, argv, env, chosen, default):
+    """`gpt train` compiles by default, `train` does not (its batches' many shapes cost more captures than
+    replays gain); --compile / --no-compile, else TINYGRAD_LITE_COMPILE=0/1, override either."""
     parser = OneLineParser(prog="p")
-    add_compile(parser)
+    add_compile(parser, default=default)
     if env is None:
         monkeypatch.delenv(COMPILE_ENV, raising=False)
     else:
         monkeypatch.setenv(COMPILE_ENV, env)
-    assert compile_chosen(parser.parse_args(argv)) is chosen
+    assert compile_chosen(parser.parse_args(argv), default=default) is (default if chosen is None else chosen)
+
+
+def test_the_translator_runs_eagerly_and_the_gpt_compiled_by_default(capsys):
+    from transformer.__main__ import build_parser
+    parser = build_parser()
+    helps = {}
+    for command in (["train"], ["gpt", "train"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*command, "--help"])
+        helps[" ".join(command)] = " ".join(capsys.readouterr().out.split())
+    assert "(default: eager:" in helps["train"] and "(default: compiled" in helps["gpt train"]
+    assert TrainConfig().compile is False and GPTTrainConfig().compile is True

@@ -128,23 +128,26 @@ def minutes_limit(minutes: float) -> float | None:
     return minutes or None
 
 
-COMPILE_ENV = "TINYGRAD_LITE_COMPILE"  # 0: trainers run their steps eagerly unless --compile is given
+COMPILE_ENV = "TINYGRAD_LITE_COMPILE"  # 0 / 1: trainers run their steps eagerly / compiled unless a flag says
+EAGER_WORDS, COMPILED_WORDS = ("0", "false", "no", "off"), ("1", "true", "yes", "on")
 
 
-def add_compile(parser) -> None:
-    """--compile / --no-compile: a trainer's step (its loss and backward) as a compiled plan, the default,
-    or eagerly, op by op; without either flag, $TINYGRAD_LITE_COMPILE=0 means eager (see compile_chosen)."""
+def add_compile(parser, default: bool = True, why: str = "") -> None:
+    """--compile / --no-compile: a trainer's step (its loss and backward) as a compiled plan or eagerly,
+    op by op; without either flag ${COMPILE_ENV} decides (0 or 1), else the command's `default`."""
+    chosen = "compiled" if default else "eager"
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="run the step's loss and backward as a compiled plan (tinygrad_lite.compiler); "
-                             f"--no-compile: eagerly, op by op (default: compiled, unless ${COMPILE_ENV}=0)")
+                             f"--no-compile: eagerly, op by op (default: {chosen}{why}, or ${COMPILE_ENV}=0/1)")
 
 
-def compile_chosen(args) -> bool:
+def compile_chosen(args, default: bool = True) -> bool:
     """Whether the run compiles its step: --compile / --no-compile, else ${COMPILE_ENV} (0, false, no,
-    off: eager), else compiled."""
+    off: eager; 1, true, yes, on: compiled), else `default`."""
     if getattr(args, "compile", None) is not None:
         return args.compile
-    return os.environ.get(COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    word = os.environ.get(COMPILE_ENV, "").strip().lower()
+    return False if word in EAGER_WORDS else True if word in COMPILED_WORDS else default
 
 
 def add_run_flags(parser, default_out: str, held: str) -> None:

@@ -121,7 +121,8 @@ def add_train_recipe_arguments(t) -> None:
     t.add_argument("--embed-init", choices=["normal", "xavier"], default=None,
                    help="embedding init: N(0, 1/d_model) (default) or Xavier-uniform (PyTorch tutorial)")
     t.add_argument("--clip", type=non_negative_float, default=None, help="gradient-norm clip (0: off)")
-    add_compile(t)
+    add_compile(t, default=False, why=": the batches come in many shapes, and capturing each costs more than "
+                "replaying gains, bench/README.md 'Step compiler'")
     t.add_argument("--cooldown", type=non_negative_float, default=None,
                    help="lower the lr linearly to 0 over this last share of the run's budget (--minutes, "
                         "--max-steps or --epochs; 0: off)")
@@ -258,7 +259,7 @@ def cmd_train(args) -> int:
     if "epochs" not in overrides and (args.minutes or args.max_steps):
         overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
     cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
-                      compile=compile_chosen(args), extra={"explicit": explicit}, **overrides)
+                      compile=compile_chosen(args, default=False), extra={"explicit": explicit}, **overrides)
     dist.init()
     if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
         sys.stdout = open(os.devnull, "w")

@@ -99,7 +99,8 @@ class TrainConfig:
     resume: bool = False
     progress: bool = True
     threads: int | None = None       # BLAS + Numba; None: set_num_threads' or $TINYGRAD_LITE_NUM_THREADS or 1
-    compile: bool = True             # the step's loss and backward as a compiled plan; False: eager (--no-compile)
+    compile: bool = False            # the step's loss and backward as a compiled plan (--compile); eager by
+                                     # default: captures cost more than replays gain (bench/README.md)
     extra: dict = field(default_factory=dict)
 
 
