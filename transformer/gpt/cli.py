@@ -15,23 +15,8 @@ import re
 import sys
 from dataclasses import fields
 
+from tinygrad_lite import cli as toolkit
 from tinygrad_lite.checks import message_for_user
-from tinygrad_lite.cli import (
-    CLIError,
-    add_compile,
-    add_minutes,
-    add_run_flags,
-    add_seed,
-    check_input_file,
-    check_run_flags,
-    compile_chosen,
-    minutes_limit,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    remove_files,
-)
 from transformer.kernel_cache import compiling_notice
 from transformer.progress import ProgressBar
 
@@ -77,12 +62,12 @@ def add_train_parser(sub, common, load_plots) -> None:
     t.add_argument("--data", help="a UTF-8 text file to learn; the first 90%% trains, the last 10%% validates "
                                   "(default: the built-in text)")
     t.add_argument("--val", help="a validation text file; then all of --data trains")
-    add_run_flags(t, DEFAULTS["out"], held="its checkpoints, metrics and loss.png")
-    add_minutes(t, f"{DEFAULTS['minutes']:g}")
-    add_seed(t, f"seed of the initial weights, the batches and dropout (default {DEFAULTS['seed']})")
+    toolkit.add_run_flags(t, DEFAULTS["out"], held="its checkpoints, metrics and loss.png")
+    toolkit.add_minutes(t, f"{DEFAULTS['minutes']:g}")
+    toolkit.add_seed(t, f"seed of the initial weights, the batches and dropout (default {DEFAULTS['seed']})")
     config_flag(t, "tokenizer", "one token a character, or byte-level BPE", choices=["char", "bpe"])
     config_flag(t, "vocab_size", "the bpe tokenizer's vocabulary size, >= 256", shown="1024 for bpe",
-                type=positive_int)
+                type=toolkit.positive_int)
     t.add_argument("--no-progress", action="store_true", help="no progress bar; evaluation lines only")
     add_model_flags(t)
     add_optimisation_flags(t)
@@ -90,39 +75,39 @@ def add_train_parser(sub, common, load_plots) -> None:
 
 def add_model_flags(t) -> None:
     m = t.add_argument_group("the model (nanoGPT's names)")
-    config_flag(t, "n_layer", "blocks (the paper's N)", type=positive_int, group=m)
-    config_flag(t, "n_head", "attention heads per block (h)", type=positive_int, group=m)
-    config_flag(t, "n_embd", "width of the residual stream (d_model)", type=positive_int, group=m)
-    config_flag(t, "block_size", "context length: the most tokens one forward sees", type=positive_int, group=m)
-    config_flag(t, "dropout", "dropout rate, P_drop", type=non_negative_float, group=m)
+    config_flag(t, "n_layer", "blocks (the paper's N)", type=toolkit.positive_int, group=m)
+    config_flag(t, "n_head", "attention heads per block (h)", type=toolkit.positive_int, group=m)
+    config_flag(t, "n_embd", "width of the residual stream (d_model)", type=toolkit.positive_int, group=m)
+    config_flag(t, "block_size", "context length: the most tokens one forward sees", type=toolkit.positive_int, group=m)
+    config_flag(t, "dropout", "dropout rate, P_drop", type=toolkit.non_negative_float, group=m)
     config_flag(t, "bias", "biases in the Linear and LayerNorm layers", action=argparse.BooleanOptionalAction,
                 group=m)
 
 
 def add_optimisation_flags(t) -> None:
     o = t.add_argument_group("the optimisation (nanoGPT's names)")
-    config_flag(t, "batch_size", "windows a batch", type=positive_int, group=o)
-    config_flag(t, "max_iters", "iterations at most", type=positive_int, group=o)
+    config_flag(t, "batch_size", "windows a batch", type=toolkit.positive_int, group=o)
+    config_flag(t, "max_iters", "iterations at most", type=toolkit.positive_int, group=o)
     config_flag(t, "optimizer", "muon: Muon for the blocks' matrices and AdamW for the rest; adamw: AdamW for all "
                 "(nanoGPT's)", choices=["muon", "adamw"], group=o)
-    config_flag(t, "learning_rate", "the peak learning rate (AdamW's)", type=positive_float, group=o)
-    config_flag(t, "muon_lr", "Muon's peak learning rate, on the same schedule", type=positive_float, group=o)
+    config_flag(t, "learning_rate", "the peak learning rate (AdamW's)", type=toolkit.positive_float, group=o)
+    config_flag(t, "muon_lr", "Muon's peak learning rate, on the same schedule", type=toolkit.positive_float, group=o)
     config_flag(t, "decay_lr", "warmup then cosine decay; off: a constant --learning-rate",
                 action=argparse.BooleanOptionalAction, group=o)
-    config_flag(t, "warmup_iters", "iterations of linear warmup", type=non_negative_int, group=o)
+    config_flag(t, "warmup_iters", "iterations of linear warmup", type=toolkit.non_negative_int, group=o)
     config_flag(t, "lr_decay_iters", "the cosine reaches --min-lr here (nanoGPT: about --max-iters)",
                 shown="the run's end: when the --minutes budget is spent, or at --max-iters if untimed",
-                type=positive_int, group=o)
-    config_flag(t, "min_lr", "the learning rate after the decay", type=non_negative_float, group=o)
-    config_flag(t, "weight_decay", "decoupled weight decay, on the matrices", type=non_negative_float,
+                type=toolkit.positive_int, group=o)
+    config_flag(t, "min_lr", "the learning rate after the decay", type=toolkit.non_negative_float, group=o)
+    config_flag(t, "weight_decay", "decoupled weight decay, on the matrices", type=toolkit.non_negative_float,
                 group=o)
-    config_flag(t, "beta1", "AdamW's beta1", type=non_negative_float, group=o)
-    config_flag(t, "beta2", "AdamW's beta2", type=non_negative_float, group=o)
-    config_flag(t, "grad_clip", "clip the gradient's norm at this; 0: off", type=non_negative_float, group=o)
-    add_compile(o)
-    config_flag(t, "eval_interval", "estimate the train and val loss every N iterations", type=positive_int,
+    config_flag(t, "beta1", "AdamW's beta1", type=toolkit.non_negative_float, group=o)
+    config_flag(t, "beta2", "AdamW's beta2", type=toolkit.non_negative_float, group=o)
+    config_flag(t, "grad_clip", "clip the gradient's norm at this; 0: off", type=toolkit.non_negative_float, group=o)
+    toolkit.add_compile(o)
+    config_flag(t, "eval_interval", "estimate the train and val loss every N iterations", type=toolkit.positive_int,
                 group=o)
-    config_flag(t, "eval_iters", "batches per split in each estimate", type=positive_int, group=o)
+    config_flag(t, "eval_iters", "batches per split in each estimate", type=toolkit.positive_int, group=o)
 
 
 def add_eval_parser(sub, common) -> None:
@@ -158,8 +143,8 @@ def config_overrides(args) -> dict:
     overrides = {f.name: getattr(args, f.name) for f in fields(GPTTrainConfig)
                  if f.name not in ("out", "resume", "threads") and getattr(args, f.name, None) is not None}
     if "minutes" in overrides:
-        overrides["minutes"] = minutes_limit(overrides["minutes"])
-    overrides["compile"] = compile_chosen(args)
+        overrides["minutes"] = toolkit.minutes_limit(overrides["minutes"])
+    overrides["compile"] = toolkit.compile_chosen(args)
     return overrides
 
 
@@ -174,8 +159,8 @@ def check_run_arguments(args) -> None:
     """A run already in --out is continued (--resume) or replaced (--overwrite), never overwritten unasked."""
     for path, what in ((args.data, "data file"), (args.val, "validation file")):
         if path:
-            check_input_file(path, what)
-    check_run_flags(args, RUN_FILES, "gpt train")
+            toolkit.check_input_file(path, what)
+    toolkit.check_run_flags(args, RUN_FILES, "gpt train")
 
 
 class IterationBar(ProgressBar):
@@ -199,13 +184,13 @@ def cmd_train(args) -> int:
     try:
         cfg = resume_config(args.out, overrides) if args.resume else GPTTrainConfig(out=args.out, **overrides)
     except (TypeError, ValueError) as e:
-        raise CLIError(with_flag_names(str(e))) from None
+        raise toolkit.CLIError(with_flag_names(str(e))) from None
     dist.init()
     if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
         sys.stdout = open(os.devnull, "w")
     trainer = GPTTrainer(cfg, TrainingReport() if args.no_progress or not dist.is_main() else IterationBar())
     if args.overwrite and dist.is_main():
-        remove_files(cfg.out, RUN_FILES[:2] + RUN_FILES[3:])  # (the new run has begun its metrics already)
+        toolkit.remove_files(cfg.out, RUN_FILES[:2] + RUN_FILES[3:])  # (the new run has begun its metrics already)
     print_training_header(trainer)
     try:
         with compiling_notice("gpt train") if dist.is_main() else contextlib.nullcontext():
@@ -284,7 +269,7 @@ def eval_text(args, meta: dict) -> tuple[str, str]:
     for key, what in (("val", "validation file"), ("data", "data file")):
         path = trained.get(key)
         if path and not os.path.isfile(path):
-            raise CLIError(f"gpt eval: the checkpoint was trained with {what} {path}, which is not there now; "
+            raise toolkit.CLIError(f"gpt eval: the checkpoint was trained with {what} {path}, which is not there now; "
                            "pass --data or --val")
         if path:
             text = read_text(path, what)
@@ -306,18 +291,18 @@ def cmd_eval(args) -> int:
     from .tokenizers import tokenizer_from_dict
     from .training import evaluate_split, load_checkpoint
     path = args.checkpoint or default_checkpoint()
-    check_input_file(path, "checkpoint", " (train one with `python -m transformer gpt train`)")
+    toolkit.check_input_file(path, "checkpoint", " (train one with `python -m transformer gpt train`)")
     for given, what in ((args.data, "data file"), (args.val, "validation file")):
         if given:
-            check_input_file(given, what)
+            toolkit.check_input_file(given, what)
     model, meta = load_checkpoint(path)
     if "tokenizer" not in meta:
-        raise CLIError(f"gpt eval: {path} holds no tokenizer (it was not written by gpt train)")
+        raise toolkit.CLIError(f"gpt eval: {path} holds no tokenizer (it was not written by gpt train)")
     tokenizer = tokenizer_from_dict(meta["tokenizer"])
     text, source = eval_text(args, meta)
     ids = tokenizer.encode(text)
     if len(ids) < 2:
-        raise CLIError(f"gpt eval: {source} is {len(ids)} token(s); a loss needs at least 2")
+        raise toolkit.CLIError(f"gpt eval: {source} is {len(ids)} token(s); a loss needs at least 2")
     batch_size = (meta.get("train_config") or {}).get("batch_size") or DEFAULTS["batch_size"]
     with compiling_notice("gpt train"):
         loss = evaluate_split(model, ids, model.config.block_size, batch_size)
@@ -339,29 +324,30 @@ def add_sample_parser(sub, common) -> None:
     s.set_defaults(run=cmd_sample)
     s.add_argument("--checkpoint", help=f"a GPT checkpoint (default {default_checkpoint()})")
     s.add_argument("--prompt", default="\n", help="the text to continue (default a newline, as nanoGPT's)")
-    s.add_argument("--max-new-tokens", type=non_negative_int, default=500, help="tokens to write (default 500)")
-    s.add_argument("--temperature", type=non_negative_float, default=0.8,
+    s.add_argument("--max-new-tokens", type=toolkit.non_negative_int, default=500, help="tokens to write (default 500)")
+    s.add_argument("--temperature", type=toolkit.non_negative_float, default=0.8,
                    help="below 1 sharper, above 1 flatter; 0 is greedy (default 0.8)")
-    s.add_argument("--top-k", type=positive_int, default=200,
+    s.add_argument("--top-k", type=toolkit.positive_int, default=200,
                    help="draw among the k most probable tokens only (default 200, nanoGPT's)")
-    s.add_argument("--top-p", type=positive_float, default=None,
+    s.add_argument("--top-p", type=toolkit.positive_float, default=None,
                    help="then among the fewest most probable tokens whose probability reaches p, in (0, 1] "
                         "(nucleus sampling; default off)")
-    add_seed(s, "the same seed writes the same sample (default: a fresh one, shown at the end)")
-    s.add_argument("--num-samples", type=positive_int, default=1,
+    toolkit.add_seed(s, "the same seed writes the same sample (default: a fresh one, shown at the end)")
+    s.add_argument("--num-samples", type=toolkit.positive_int, default=1,
                    help="samples to write, each with the next seed (default 1)")
 
 
 def sample_prompt(args, tokenizer):
-    """The prompt's token ids, or a one-line CLIError."""
+    """The prompt's token ids, or a one-line toolkit.CLIError."""
     if args.top_p is not None and args.top_p > 1:
-        raise CLIError(f"gpt sample: --top-p must be in (0, 1], got {args.top_p:g}")
+        raise toolkit.CLIError(f"gpt sample: --top-p must be in (0, 1], got {args.top_p:g}")
     if not args.prompt:
-        raise CLIError("gpt sample: --prompt is empty; give it at least one character (the default is a newline)")
+        raise toolkit.CLIError("gpt sample: --prompt is empty; give it at least one character "
+                               "(the default is a newline)")
     try:
         return tokenizer.encode(args.prompt)
     except ValueError as e:
-        raise CLIError(f"gpt sample: --prompt: {e}") from None
+        raise toolkit.CLIError(f"gpt sample: --prompt: {e}") from None
 
 
 def cmd_sample(args) -> int:
@@ -369,10 +355,10 @@ def cmd_sample(args) -> int:
     from .tokenizers import tokenizer_from_dict
     from .training import load_checkpoint
     path = args.checkpoint or default_checkpoint()
-    check_input_file(path, "checkpoint", " (train one with `python -m transformer gpt train`)")
+    toolkit.check_input_file(path, "checkpoint", " (train one with `python -m transformer gpt train`)")
     model, meta = load_checkpoint(path)
     if "tokenizer" not in meta:
-        raise CLIError(f"gpt sample: {path} holds no tokenizer (it was not written by gpt train)")
+        raise toolkit.CLIError(f"gpt sample: {path} holds no tokenizer (it was not written by gpt train)")
     tokenizer = tokenizer_from_dict(meta["tokenizer"])
     ids = sample_prompt(args, tokenizer)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
