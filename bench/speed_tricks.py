@@ -1,12 +1,12 @@
 """What each speed trick of `tinygrad_lite/fast.py` buys: the same work with the trick on and off.
 
     python bench/speed_tricks.py                                   # every trick: training tiny, small; decoding
-    python bench/speed_tricks.py --tricks skip_scope,all --train small,base-short --repeats 15
+    python bench/speed_tricks.py --tricks fused_ffn,all --train small,base-short --repeats 15
     python bench/speed_tricks.py --tricks fused_attention+skip_padding   # two tricks switched together
     python bench/speed_tricks.py --quick                           # seconds; what the smoke test runs
 
 For each trick (and `all`: every trick at once) two copies of one model are built from one seed,
-one with the trick on and one with it off (members_in_dict acts when a model is built), and
+one with the trick on and one with it off, and
 timed in ONE process, alternating sample by sample (so both see the same machine load); the
 trick is switched on or off around each sample. Training is bench/train_throughput.py's step
 (forward, label-smoothed cross-entropy, backward, Adam; dropout 0.1); decoding is

@@ -515,16 +515,11 @@ def test_setitem_replaces_a_child_in_place():
 
 
 def test_attribute_reads_follow_every_kind_of_registration_change():
-    """With the members_in_dict trick (tinygrad_lite.fast), registered members are also kept in
-    the instance __dict__ (fast reads); every way of changing one must keep the attribute and the
-    registry in step, with the trick on or off."""
-    from tinygrad_lite.fast import TRICKS
+    """Registered members live in the registries and are read through Module.__getattr__; every way
+    of changing one must keep the attribute and the registry in step."""
     enc = Encoder()
     block = enc.layers[0]
-    if TRICKS.members_in_dict:
-        assert vars(block)["norm"] is block._modules["norm"]  # read without Module.__getattr__
-    else:
-        assert "norm" not in vars(block) and block.norm is block._modules["norm"]
+    assert "norm" not in vars(block) and block.norm is block._modules["norm"]
     new_linear = nn.Linear(4, 4)
     block.w_q = new_linear                                     # replace a submodule
     assert block.w_q is new_linear and block._modules["w_q"] is new_linear

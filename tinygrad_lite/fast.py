@@ -7,7 +7,7 @@ A trick stays only while it pays. The measurement quoted with each one comes fro
 `python3 bench/speed_tricks.py`, which times the trick on against off in one process
 (bench/README.md, "Speed tricks"). To run the plain versions:
 
-    with fast.tricks_off():                   # every trick; or tricks_off("skip_scope")
+    with fast.tricks_off():                   # every trick; or tricks_off("fused_ffn")
         ...
     with fast.plain():                        # every trick off and the kernels' NumPy twins:
         ...                                   # the formula path, end to end
@@ -19,18 +19,15 @@ import contextlib
 
 import numpy as np
 
-from .autograd import _state as _autograd_state  # per-thread grad mode and anomaly flags
 from .checks import switched_off
 
-NAMES = ("members_in_dict", "equal_shapes", "skip_scope", "scalar_operand", "fused_residual", "fused_ffn",
-         "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
+NAMES = ("fused_residual", "fused_ffn", "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
          "fused_cross_entropy", "skip_padding", "panel_products", "gpt_kernel")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
 class Tricks:
-    """One on/off switch per trick (all on unless TINYGRAD_LITE_FAST=0). The engine reads them on
-    every call; `members_in_dict` only when a Module registers a member."""
+    """One on/off switch per trick (all on unless TINYGRAD_LITE_FAST=0), read on every call."""
 
     __slots__ = NAMES
 
@@ -89,55 +86,13 @@ def _switched(on: bool, names):
 # 5-7 runs, 1 thread; bench/README.md, "Speed tricks", 2026-12-01), then where its plain version
 # sits. Dropped because they no longer paid (same section): leaves adopting a gradient nothing
 # else refers to (a sys.getrefcount shortcut), attrgetter properties, an all-int shortcut in shape
-# arguments, dropout's scale-then-mask order. Became plain code: dropout_bits (train SMALL 1.12), whose
-# counter-based mask is now dropout's formula (ops.nn.dropout_keep_mask), its Numba kernel a twin.
-
-# ---------------------------------------------------------------- members_in_dict
-
-def mirror_member(module_dict: dict, name: str, value) -> None:
-    """Why: greedy decoding 21% faster (decode small b1 off/on 1.21): ~50 member reads per token.
-
-    A Module keeps each registered Parameter, submodule and buffer in its instance __dict__ as
-    well as in its registry, so reading `self.w_q` in a forward is a plain attribute read instead
-    of a failed lookup and then Module.__getattr__. Plain version: nn.module.Module._put, the
-    registry alone."""
-    module_dict[name] = value
-
-
-# ---------------------------------------------------------------- equal_shapes
-
-def equal_shapes(shapes) -> bool:
-    """Why: greedy decoding 5% faster (decode small b1 off/on 1.05): 196 of its 229 broadcasts.
-
-    Two equal shapes broadcast to themselves: no call to np.broadcast_shapes (~2 us each).
-    Plain version: ops.shapes.broadcast_shape."""
-    return len(shapes) == 2 and shapes[0] == shapes[1]
-
-
-# ---------------------------------------------------------------- skip_scope
-
-def scope_not_needed() -> bool:
-    """Why: greedy decoding 6% faster (decode small b1 off/on 1.06): ~1,700 module calls a decode.
-
-    A Module call pushes itself on the module-scope stack only while a graph is recorded (graph
-    drawings group nodes by it) or anomaly mode names module paths; under no_grad it skips the
-    context manager. Plain version: nn.module.Module.__call__, always in scope."""
-    state = _autograd_state
-    return not (state.grad_enabled or state.anomaly)
-
-
-# ---------------------------------------------------------------- scalar_operand
-
-def is_scalar_operand(t, other) -> bool:
-    """Why: greedy decoding 2% faster (decode small b1 off/on 1.02): the embedding's x·sqrt(d_model).
-
-    The one trick at the threshold: kept because dropping it lowers the decoding benchmark. Without
-    autograd, `tensor + c` and `tensor * c` for a Python number c and a float tensor take c as a
-    NumPy scalar of the tensor's dtype instead of wrapping it in a Tensor and broadcasting (with
-    autograd the plain path runs: it keeps c as a constant input that graph views show). Plain
-    version: Tensor.add and Tensor.mul."""
-    return type(other) in (float, int) and not _autograd_state.grad_enabled and t.data.dtype.kind == "f"
-
+# arguments, dropout's scale-then-mask order; and on 2026-12-06 (Xeon AVX-512, 9 repeats; the control
+# `none`: train SMALL 1.013, decode 1.039): members_in_dict (registered members mirrored in a Module's
+# __dict__: train TINY 1.017, SMALL 0.992, decode b1 1.053), skip_scope (no module scope under no_grad:
+# 1.003, 0.991, 0.989) and scalar_operand (a Python number as a NumPy scalar under no_grad: 0.996, 0.991,
+# 1.018). Became plain code: dropout_bits (train SMALL 1.12), whose counter-based mask is now dropout's
+# formula (ops.nn.dropout_keep_mask), its Numba kernel a twin; equal_shapes (train SMALL 1.026, quartiles
+# 1.017-1.033): two equal shapes broadcast to themselves, ops.shapes.broadcast_shape's first line.
 
 # ---------------------------------------------------------------- fused_residual
 

@@ -7,8 +7,7 @@ renderer and anomaly mode use to build paths like `encoder.layers.0.self_attn`),
 `train()` — walks that tree.
 
 Every write goes through `_put`/`_forget`; reads of registered members go through `__getattr__`,
-as in PyTorch. (One speed trick, `members_in_dict` in tinygrad_lite/fast.py, also keeps each
-member in the instance `__dict__`, in `_put`.)
+as in PyTorch.
 """
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .. import autograd, fast
-from ..fast import TRICKS
+from .. import autograd
 from ..tensor import FLOAT_DTYPES, Tensor
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -101,9 +99,7 @@ class Module:
         """Store a member in its registry, keeping its place there."""
         d = self.__dict__
         d[what][name] = value
-        d.pop(name, None)  # reads find it through __getattr__ (and see no copy left by the trick below)
-        if TRICKS.members_in_dict:
-            fast.mirror_member(d, name, value)
+        d.pop(name, None)  # reads find it through __getattr__, not a plain attribute of that name
 
     def _forget(self, name: str):
         d = self.__dict__
@@ -179,8 +175,6 @@ class Module:
     def __call__(self, *args, **kwargs):
         """Runs forward(*args, **kwargs) with this module as the scope of the ops it makes (graph
         drawings and anomaly messages name it)."""
-        if TRICKS.skip_scope and fast.scope_not_needed():
-            return self.forward(*args, **kwargs)
         with autograd.module_scope(self):
             return self.forward(*args, **kwargs)
 

@@ -8,8 +8,7 @@ import inspect
 
 import numpy as np
 
-from .. import fast, tensor
-from ..fast import TRICKS
+from .. import tensor
 from ..threads import ensure_num_threads
 from .shapes import FLOAT_DTYPES, broadcast_shape
 
@@ -49,8 +48,6 @@ class BinaryOps:
     def add(self, other, _reflected=False):
         """Returns self + other elementwise, broadcasting; other may be a Tensor, a number or an
         ndarray, like torch.add."""
-        if TRICKS.scalar_operand and fast.is_scalar_operand(self, other):
-            return self._apply(add_op, "add", (self,), self.dtype.type(other), NO_GRAD)
         a, b = self._binary_inputs(other, "add", _reflected)
         return a._apply(add_op, "add", (a, b), (a.requires_grad, b.requires_grad))
 
@@ -63,8 +60,6 @@ class BinaryOps:
     @_public_signature
     def mul(self, other, _reflected=False):
         """Returns self * other elementwise, broadcasting, like torch.mul."""
-        if TRICKS.scalar_operand and fast.is_scalar_operand(self, other):
-            return self._apply(mul_op, "mul", (self,), self.dtype.type(other), NO_GRAD)
         a, b = self._binary_inputs(other, "mul", _reflected)
         return a._apply(mul_op, "mul", (a, b), (a.requires_grad, b.requires_grad))
 
@@ -202,9 +197,6 @@ class BinaryOps:
 
 
 # ---------------------------------------------------------------- the ops: output, and its backward
-
-NO_GRAD = (False, False)  # `needs` when no input needs a gradient (the scalar_operand trick)
-
 
 def add_op(a, b, needs):
     return a + b, lambda g: (unbroadcast(g, a.shape) if needs[0] else None,

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import fast
-from ..fast import TRICKS
-
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes a tensor can require grad in."""
 
@@ -31,8 +28,9 @@ def norm_dims(op: str, dim, ndim: int):
 
 
 def broadcast_shape(op: str, *shapes) -> tuple:
-    """The shape `shapes` broadcast to, or an error naming `op` and the shapes."""
-    if TRICKS.equal_shapes and fast.equal_shapes(shapes):
+    """The shape `shapes` broadcast to, or an error naming `op` and the shapes. Two equal shapes
+    broadcast to themselves (most calls: no np.broadcast_shapes, ~2 us)."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
         return tuple(shapes[0])
     try:
         return np.broadcast_shapes(*shapes)
