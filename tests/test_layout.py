@@ -147,8 +147,6 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 50
 STILL_OVER_THE_LIMITS = {
     "transformer/train.py",  # the training loop and its production pieces, apart
     "transformer/gpt/training.py",  # the GPT's harness, onto the shared loop
-    "transformer/__main__.py cmd_train",  # the shared command-line toolkit
-    "transformer/decoding.py beam_search_batch",  # decoding with the key/value cache
 }
 
 

@@ -246,20 +246,8 @@ def train_overrides(args) -> dict:
 def cmd_train(args) -> int:
     from tinygrad_lite import distributed as dist
 
-    from .plugins.compiled import describe_step
-    from .train import Interrupted, TrainConfig, Trainer, TrainingReport, real_data_config
-    overrides = train_overrides(args)
-    for path in (args.data, args.dev, args.test):
-        if path:
-            check_input_file(path, "data file")
-    check_run_arguments(args)
-    explicit = sorted(overrides)
-    if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
-        overrides = real_data_config(overrides)
-    if "epochs" not in overrides and (args.minutes or args.max_steps):
-        overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
-    cfg = TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
-                      compile=compile_chosen(args, default=False), extra={"explicit": explicit}, **overrides)
+    from .train import Interrupted, Trainer, TrainingReport
+    cfg = train_config(args)
     dist.init()
     if not dist.is_main():  # data parallel: rank 0 alone prints (every rank's errors reach stderr)
         sys.stdout = open(os.devnull, "w")
@@ -287,6 +275,34 @@ def cmd_train(args) -> int:
             server.stop()
     if report is None:  # data parallel: ranks other than 0 are done
         return 0
+    print_training_summary(trainer, report, with_dev)
+    return 0
+
+
+def train_config(args):
+    """The TrainConfig of `train`'s arguments, checked: the real-data recipe under --data, the flags
+    set explicitly over it."""
+    from .train import TrainConfig, real_data_config
+    overrides = train_overrides(args)
+    for path in (args.data, args.dev, args.test):
+        if path:
+            check_input_file(path, "data file")
+    check_run_arguments(args)
+    explicit = sorted(overrides)
+    if args.data and not args.resume:  # a real corpus: its own recipe, under what was set explicitly
+        overrides = real_data_config(overrides)
+    if "epochs" not in overrides and (args.minutes or args.max_steps):
+        overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
+    return TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
+                       compile=compile_chosen(args, default=False), extra={"explicit": explicit}, **overrides)
+
+
+def print_training_summary(trainer, report: dict, with_dev: bool) -> None:
+    """The run's last lines (where its model is, what the step ran as, the held-out scores, an example)
+    and OUT/report.json."""
+    from tinygrad_lite.files import atomic_write
+
+    from .plugins.compiled import describe_step
     kept = "best model on dev" if with_dev else "model (no dev split: the latest)"
     print(f"done: {report['steps']} steps in {report['seconds']:.0f} s; {kept}: {report['checkpoint']} "
           f"(latest, for --resume: {trainer.checkpoint_path})")
@@ -299,10 +315,8 @@ def cmd_train(args) -> int:
     if report.get("example"):
         from .translator import for_display
         print(f"这是一个苹果 -> {for_display(report['example'])}")
-    from tinygrad_lite.files import atomic_write
-    with atomic_write(os.path.join(cfg.out, "report.json"), durable=False, op="train") as temp:
+    with atomic_write(os.path.join(trainer.cfg.out, "report.json"), durable=False, op="train") as temp:
         temp.write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
-    return 0
 
 
 def start_explorer(trainer, args):

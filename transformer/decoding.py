@@ -286,15 +286,17 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
             for row, i in enumerate(owner):
                 hyps[i].add(scores[row], prefix[row, 1:])
         greedy, greedy_score = greedy_decode(model, src, bos_id, eos_id, max_len, steps=steps)
-        results = []
-        for i, hyp in enumerate(hyps):
-            row = [int(t) for t in greedy[i]]
-            hyp.add(greedy_score[i], np.array(row[:row.index(eos_id) + 1] if eos_id in row else row), greedy=True)
-            norm_score, logp, tokens = hyp.best()
-            if hyp.trace is not None:
-                hyp.trace.best = hyp.trace.finish(tokens, logp)
-            results.append((tokens, float(logp), float(norm_score)))
-        return results
+        return [_best_with_greedy(hyp, greedy[i], greedy_score[i], eos_id) for i, hyp in enumerate(hyps)]
+
+
+def _best_with_greedy(hyp, greedy, greedy_score, eos_id: int) -> tuple:
+    """(tokens, log-prob, normalised score) of a sentence's best hypothesis, greedy's among them."""
+    row = [int(t) for t in greedy]
+    hyp.add(greedy_score, np.array(row[:row.index(eos_id) + 1] if eos_id in row else row), greedy=True)
+    norm_score, logp, tokens = hyp.best()
+    if hyp.trace is not None:
+        hyp.trace.best = hyp.trace.finish(tokens, logp)
+    return tokens, float(logp), float(norm_score)
 
 
 def beam_search(model, src, bos_id: int, eos_id: int, beam_size: int = 4, max_len: int = 50,
