@@ -198,7 +198,7 @@ def test_the_reserve_forgets_the_first_evaluations_one_time_costs():
 
 
 def test_the_recipes_bucket_pool_goes_with_its_own_batch_size():
-    from transformer.train import REAL_DATA_RECIPE, real_data_config
+    from transformer.train_config import REAL_DATA_RECIPE, real_data_config
 
     assert real_data_config({}) == REAL_DATA_RECIPE
     assert REAL_DATA_RECIPE["bucket_pool"] > 0

@@ -282,7 +282,7 @@ def cmd_train(args) -> int:
 def train_config(args):
     """The TrainConfig of `train`'s arguments, checked: the real-data recipe under --data, the flags
     set explicitly over it."""
-    from .train import TrainConfig, real_data_config
+    from .train_config import TrainConfig, real_data_config
     overrides = train_overrides(args)
     for path in (args.data, args.dev, args.test):
         if path:
@@ -393,7 +393,8 @@ def cmd_eval(args) -> int:
     from tinygrad_lite.files import atomic_write
 
     from .data import builtin_corpus
-    from .train import evaluate_translations, read_pairs
+    from .evaluation import evaluate_translations
+    from .train_data import read_pairs
     from .translator import Translator
     check_beam_arguments(args)
     args.checkpoint = args.checkpoint or default_checkpoint()

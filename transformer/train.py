@@ -24,7 +24,6 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,15 +38,9 @@ from tinygrad_lite.threads import use_num_threads
 
 from .data import (
     PAD,
-    Vocab,
-    builtin_corpus,
-    load_pairs,
     make_batches,
-    split_pairs,
-    tokenize_en,
-    tokenize_zh,
 )
-from .data.loaders import FormatNotDetected
+from .evaluation import evaluate_translations
 from .fast.skip_padding import forward_real_tokens, rows_to_skip_padding
 from .loop import Run, forward_backward, make_step, train
 from .model import Transformer
@@ -59,145 +52,12 @@ from .plugins.interrupt import CtrlC, Interrupted
 from .plugins.report import TrainingReport
 from .plugins.time_limit import TimeLimit, cool_down
 from .time_budget import TimeBudget
+from .train_config import TrainConfig
+from .train_data import Dataset, build_dataset, epoch_batches
 from .training_state import merge_saved_config, remove_partial_writes, restore_training_state, training_state
-from .translator import SENTENCE_END, Translator, TranslatorError, normalize_english
-
-
-@dataclass
-class TrainConfig:
-    data: str | None = None          # None: the built-in corpus
-    dev: str | None = None
-    test: str | None = None
-    out: str = "runs/translator"
-    epochs: int | None = 10          # None: no epoch cap (--minutes / --max-steps end the run)
-    minutes: float | None = None
-    max_steps: int | None = None
-    seed: int = 0
-    d_model: int = 128
-    heads: int = 4
-    layers: int = 2
-    d_ff: int = 256
-    dropout: float = 0.1
-    label_smoothing: float = 0.1
-    lr: float = 1.0                  # multiplies the Noam schedule
-    lr_scaling: str = "sqrt"         # K ranks (K batches a step): lr x sqrt(K), "linear" x K, or "none"
-    warmup: int = 400
-    max_tokens: int = 3000           # tokens per batch, per rank: K ranks train on K batches a step
-    clip: float = 1.0
-    min_freq: int = 1
-    batch_by: str = "padded"         # "target": random batches of max_tokens real target tokens
-    bucket_pool: int = 0             # batch_by="target": sort within pools of N batches (0: off)
-    tie_embeddings: bool = False     # share the target embedding and the generator (paper §3.4)
-    final_norm: bool = False         # a LayerNorm closing each stack, as torch.nn.Transformer has
-    embed_init: str = "normal"       # "xavier": embeddings Xavier-uniform, as the PyTorch tutorial
-    eval_every: int = 0              # also evaluate on dev every N steps (0: at each epoch's end)
-    average: int = 0                 # at the end also try the mean of the last N evaluated weights
-    cooldown: float = 0.0            # the lr falls linearly to 0 over this last share of the budget (0: off)
-    lowercase: bool = True
-    save_every: int = 0              # also checkpoint every N steps (0: per epoch only)
-    dev_bleu_size: int = 800
-    resume: bool = False
-    progress: bool = True
-    threads: int | None = None       # BLAS + Numba; None: set_num_threads' or $TINYGRAD_LITE_NUM_THREADS or 1
-    compile: bool = False            # the step's loss and backward as a compiled plan (--compile); eager by
-                                     # default: captures cost more than replays gain (bench/README.md)
-    extra: dict = field(default_factory=dict)
-
-
-# `train --data FILE` without size flags: the recipe for a real corpus of ~27k pairs (Tatoeba
-# zh-en), measured in bench/README.md "Real data"; TrainConfig's defaults stay the toy recipe
-REAL_DATA_RECIPE = {"d_model": 128, "heads": 4, "layers": 2, "d_ff": 256, "warmup": 400,
-                    "max_tokens": 2000, "batch_by": "target", "bucket_pool": 20, "min_freq": 2,
-                    "tie_embeddings": True, "clip": 1.0, "label_smoothing": 0.0, "eval_every": 150,
-                    "average": 5, "cooldown": 0.3}
-
-
-def real_data_config(explicit: dict) -> dict:
-    """REAL_DATA_RECIPE under the TrainConfig fields set explicitly. The recipe's pools of 20 batches
-    were measured for its own batches of 2,000 tokens; with a --max-tokens of one's own, batches stay
-    random (pool 0) unless --bucket-pool is given too: sorted pools of small batches learn less per
-    step (530 tokens: dev NLL +0.14 at step 400, bench/README.md "Real data")."""
-    recipe = dict(REAL_DATA_RECIPE)
-    if "max_tokens" in explicit and "bucket_pool" not in explicit:
-        recipe["bucket_pool"] = 0
-    return {**recipe, **explicit}
-
-
-class Dataset:
-    """Tokenized, id-encoded splits plus the vocabularies."""
-
-    def __init__(self, splits: dict, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool):
-        self.splits, self.src_vocab, self.tgt_vocab, self.lowercase = splits, src_vocab, tgt_vocab, lowercase
-        self.ids = {name: self.encode(pairs) for name, pairs in splits.items()}
-
-    def encode(self, pairs):
-        src = [self.src_vocab.encode(tokenize_zh(zh)) for zh, _ in pairs]
-        tgt = [self.tgt_vocab.encode(tokenize_en(en, lowercase=self.lowercase), add_bos=True, add_eos=True)
-               for _, en in pairs]
-        return src, tgt
-
-    @property
-    def max_src_len(self) -> int:
-        return max(len(s) for s in self.ids["train"][0])
-
+from .translator import SENTENCE_END, Translator, TranslatorError
 
 EVENTS_FILE = "events.jsonl"  # the live page's log of the run (--explore, transformer.events)
-
-
-def read_pairs(path):
-    """load_pairs(path) with its malformed lines reported; a file whose layout can't be told
-    apart gets an error saying what its lines must look like."""
-    try:
-        result = load_pairs(path)
-    except FormatNotDetected:
-        raise TranslatorError(f"{path}: cannot tell its columns apart: each line must be "
-                              f"'Chinese<TAB>English', 'English<TAB>Chinese' or Tatoeba's "
-                              f"'English<TAB>Chinese<TAB>attribution'") from None
-    report_bad_lines(path, result)
-    return result
-
-
-def read_splits(cfg: TrainConfig) -> dict:
-    """The built-in corpus' fixed split, or the user's file(s) with a deterministic split."""
-    if cfg.data is None:
-        return builtin_corpus()
-    result = read_pairs(cfg.data)
-    given = {name: read_pairs(getattr(cfg, name)).pairs for name in ("dev", "test") if getattr(cfg, name)}
-    held_out = {zh for pairs in given.values() for zh, _ in pairs}
-    pairs = [pair for pair in result.pairs if pair[0] not in held_out]  # dev/test never trained on
-    if "dev" in given:  # the user chose dev (and maybe test): train on everything else
-        return {"train": list(dict.fromkeys(pairs)), "test": [], **given}
-    if not pairs:
-        raise TranslatorError(f"train: every pair of {cfg.data} has its Chinese side in --test")
-    splits = split_pairs(pairs, seed=cfg.seed, test_frac=0.0 if "test" in given else 0.05)
-    if not splits["dev"]:
-        n = len({zh for zh, _ in pairs})
-        print(f"note: {cfg.data} has only {n} distinct Chinese sentence(s) after removing "
-              f"duplicates, too few to hold out a dev split (5%); training without dev: no dev "
-              f"loss or BLEU, and the last model is saved as the best (pass --dev FILE to evaluate)")
-    return {**splits, **given}
-
-
-def report_bad_lines(path, result):
-    if result.bad_lines:
-        shown = ", ".join(str(n) for n, _ in result.bad_lines[:10])
-        more = "" if len(result.bad_lines) <= 10 else f" and {len(result.bad_lines) - 10} more"
-        print(f"{path}: skipped {len(result.bad_lines)} malformed line(s): {shown}{more} "
-              f"(first reason: {result.bad_lines[0][1]})")
-
-
-def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
-    splits = read_splits(cfg)
-    if not splits.get("train"):
-        raise TranslatorError("train: the training split is empty")
-    if vocabs is None:
-        train = splits["train"]
-        src_vocab = Vocab.build((tokenize_zh(zh) for zh, _ in train), min_freq=cfg.min_freq)
-        tgt_vocab = Vocab.build((tokenize_en(en, lowercase=cfg.lowercase) for _, en in train),
-                                min_freq=cfg.min_freq)
-    else:
-        src_vocab, tgt_vocab = vocabs
-    return Dataset(splits, src_vocab, tgt_vocab, cfg.lowercase)
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:
@@ -224,12 +84,6 @@ def scaled_lr(cfg: TrainConfig, ranks: int) -> float:
     if cfg.lr_scaling not in factors:
         raise TranslatorError(f"train: lr_scaling must be one of {sorted(factors)}, got {cfg.lr_scaling!r}")
     return cfg.lr * factors[cfg.lr_scaling]
-
-
-def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
-    src, tgt = data.ids["train"]
-    return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
-                        count=cfg.batch_by, pool=cfg.bucket_pool)
 
 
 def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
@@ -264,23 +118,6 @@ def evaluate_loss(model, data: Dataset, split: str, max_tokens: int) -> float:
         tokens += n
     model.train()
     return total / max(tokens, 1)
-
-
-def exact_match(hypotheses, references) -> float:
-    return float(np.mean([h == r for h, r in zip(hypotheses, references)])) if references else 0.0
-
-
-def evaluate_translations(translator: Translator, pairs, beam: int = 1,
-                          length_penalty: float = 0.6) -> dict:
-    """BLEU, chrF (sacrebleu) and exact match of greedy or beam-search translations (batched).
-    BLEU of the normal form equals sacrebleu's 13a, lowercased, on detokenized text here."""
-    import sacrebleu
-    hyps = translator.translate_batch([zh for zh, _ in pairs], beam=beam, length_penalty=length_penalty)
-    refs = [normalize_english(en, translator.lowercase) for _, en in pairs]
-    hyps_norm = [normalize_english(h, translator.lowercase) for h in hyps]
-    return {"bleu": sacrebleu.corpus_bleu(hyps_norm, [refs], tokenize="none", force=True).score,
-            "chrf": sacrebleu.corpus_chrf(hyps_norm, [refs]).score,
-            "exact_match": exact_match(hyps_norm, refs), "n": len(pairs), "hypotheses": hyps}
 
 
 class Trainer(Run):

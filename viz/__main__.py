@@ -299,7 +299,8 @@ def translator_step(args) -> tuple:
 
     from tinygrad_lite import fast, manual_seed, retain_grads
     from transformer.data import builtin_corpus, tokenize_en
-    from transformer.train import read_pairs, teacher_forcing_loss
+    from transformer.train import teacher_forcing_loss
+    from transformer.train_data import read_pairs
     from transformer.translator import Translator
 
     translator, meta, _ = Translator.load(args.checkpoint, with_state=True)

@@ -1,0 +1,89 @@
+"""The translator's training data: sentence pairs from a file (or the built-in corpus) split into
+train/dev/test, tokenized and id-encoded with vocabularies built on the training split, and each
+epoch's shuffled batches (transformer.data)."""
+from __future__ import annotations
+
+from .data import Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
+from .data.loaders import FormatNotDetected
+from .train_config import TrainConfig
+from .translator import TranslatorError
+
+
+class Dataset:
+    """Tokenized, id-encoded splits plus the vocabularies."""
+
+    def __init__(self, splits: dict, src_vocab: Vocab, tgt_vocab: Vocab, lowercase: bool):
+        self.splits, self.src_vocab, self.tgt_vocab, self.lowercase = splits, src_vocab, tgt_vocab, lowercase
+        self.ids = {name: self.encode(pairs) for name, pairs in splits.items()}
+
+    def encode(self, pairs):
+        src = [self.src_vocab.encode(tokenize_zh(zh)) for zh, _ in pairs]
+        tgt = [self.tgt_vocab.encode(tokenize_en(en, lowercase=self.lowercase), add_bos=True, add_eos=True)
+               for _, en in pairs]
+        return src, tgt
+
+    @property
+    def max_src_len(self) -> int:
+        return max(len(s) for s in self.ids["train"][0])
+
+
+def read_pairs(path):
+    """load_pairs(path) with its malformed lines reported; a file whose layout can't be told
+    apart gets an error saying what its lines must look like."""
+    try:
+        result = load_pairs(path)
+    except FormatNotDetected:
+        raise TranslatorError(f"{path}: cannot tell its columns apart: each line must be "
+                              f"'Chinese<TAB>English', 'English<TAB>Chinese' or Tatoeba's "
+                              f"'English<TAB>Chinese<TAB>attribution'") from None
+    report_bad_lines(path, result)
+    return result
+
+
+def read_splits(cfg: TrainConfig) -> dict:
+    """The built-in corpus' fixed split, or the user's file(s) with a deterministic split."""
+    if cfg.data is None:
+        return builtin_corpus()
+    result = read_pairs(cfg.data)
+    given = {name: read_pairs(getattr(cfg, name)).pairs for name in ("dev", "test") if getattr(cfg, name)}
+    held_out = {zh for pairs in given.values() for zh, _ in pairs}
+    pairs = [pair for pair in result.pairs if pair[0] not in held_out]  # dev/test never trained on
+    if "dev" in given:  # the user chose dev (and maybe test): train on everything else
+        return {"train": list(dict.fromkeys(pairs)), "test": [], **given}
+    if not pairs:
+        raise TranslatorError(f"train: every pair of {cfg.data} has its Chinese side in --test")
+    splits = split_pairs(pairs, seed=cfg.seed, test_frac=0.0 if "test" in given else 0.05)
+    if not splits["dev"]:
+        n = len({zh for zh, _ in pairs})
+        print(f"note: {cfg.data} has only {n} distinct Chinese sentence(s) after removing "
+              f"duplicates, too few to hold out a dev split (5%); training without dev: no dev "
+              f"loss or BLEU, and the last model is saved as the best (pass --dev FILE to evaluate)")
+    return {**splits, **given}
+
+
+def report_bad_lines(path, result):
+    if result.bad_lines:
+        shown = ", ".join(str(n) for n, _ in result.bad_lines[:10])
+        more = "" if len(result.bad_lines) <= 10 else f" and {len(result.bad_lines) - 10} more"
+        print(f"{path}: skipped {len(result.bad_lines)} malformed line(s): {shown}{more} "
+              f"(first reason: {result.bad_lines[0][1]})")
+
+
+def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
+    splits = read_splits(cfg)
+    if not splits.get("train"):
+        raise TranslatorError("train: the training split is empty")
+    if vocabs is None:
+        train = splits["train"]
+        src_vocab = Vocab.build((tokenize_zh(zh) for zh, _ in train), min_freq=cfg.min_freq)
+        tgt_vocab = Vocab.build((tokenize_en(en, lowercase=cfg.lowercase) for _, en in train),
+                                min_freq=cfg.min_freq)
+    else:
+        src_vocab, tgt_vocab = vocabs
+    return Dataset(splits, src_vocab, tgt_vocab, cfg.lowercase)
+
+
+def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
+    src, tgt = data.ids["train"]
+    return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
+                        count=cfg.batch_by, pool=cfg.bucket_pool)
