@@ -260,7 +260,7 @@ def eval_text(args, meta: dict) -> tuple[str, str]:
     """(the validation text, where it comes from): --val, the last 10% of --data, else of the data the
     checkpoint recorded (its --val or --data), else of the built-in text."""
     from .text import builtin_text, split
-    from .training import read_text
+    from .text_data import read_text
     if args.val:
         return read_text(args.val, "validation file"), args.val
     if args.data:
@@ -280,7 +280,7 @@ def eval_text(args, meta: dict) -> tuple[str, str]:
 def held_out(text: str, source: str, meta: dict) -> tuple[str, str]:
     """The last 10% of the text the checkpoint was trained on, with a warning if that text has changed."""
     from .text import split
-    from .training import fingerprint
+    from .text_data import fingerprint
     if fingerprint(text) != (meta.get("data") or {}).get("sha256", fingerprint(text)):
         print(f"warning: {source} has changed since the checkpoint was trained on it (its SHA-256 differs): "
               "its last 10% is not exactly the split that training held out", file=sys.stderr)

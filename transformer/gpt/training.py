@@ -26,18 +26,17 @@ The loop is transformer.loop's, shared with the translator, and so are the piece
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import fields
 
 import numpy as np
 
 import tinygrad_lite as tl
 from tinygrad_lite import checkpoint, no_grad
 from tinygrad_lite import distributed as dist
-from tinygrad_lite.checks import int_at_least, number, one_of, positive_int, probability
+from tinygrad_lite.checks import positive_int
 from tinygrad_lite.files import atomic_write
 from tinygrad_lite.memory import keep_freed_memory
 from tinygrad_lite.optim import AdamW, CombinedOptimizer, Muon
@@ -53,102 +52,11 @@ from ..plugins.report import TrainingReport
 from ..plugins.time_limit import TimeLimit
 from ..time_budget import TimeBudget
 from .model import FORMAT, GPT, GPTConfig
-from .text import builtin_text, split
-from .tokenizers import TOKENIZERS, tokenizer_from_dict, train_tokenizer
+from .text_data import TextData, fingerprint, get_batch
+from .tokenizers import tokenizer_from_dict
+from .train_config import PER_INVOCATION, RESUME_FIXED, TRAINING_FORMAT, GPTTrainConfig, GPTTrainingError
 
-TRAINING_FORMAT = "tinygrad-lite-gpt-training/1"  # checkpoint.safetensors: the run, resumable
-OPTIMIZERS = ("muon", "adamw")
 BATCHES, EVALUATION = 1, 2                             # the seeded streams besides the engine's
-
-
-class GPTTrainingError(ValueError):
-    """Data or a checkpoint the run cannot use: the message says which and what to do."""
-
-
-@dataclass
-class GPTTrainConfig:
-    """Every setting of a run and its default, in this one place, under nanoGPT's names. The model is
-    nanoGPT's for a CPU ("I only have a macbook": 4 layers, 4 heads, 128 wide, no bias, dropout 0, β2
-    0.99, clipping at 1); for a 10-minute budget on one core, Muon for the blocks' matrices, a
-    128-token context in batches of 16 and AdamW's lr 3e-3 -> 3e-4 learn more than nanoGPT's AdamW
-    alone, 64 tokens, batches of 12 and 1e-3 (tiny Shakespeare's whole val split after 10 CPU-minutes:
-    1.507, against 1.607 with AdamW alone at 128 x 8 and 1.658 at 64 x 12; docs/gpt.md). nanoGPT's
-    recipe is these flags away: --optimizer adamw --block-size 64 --batch-size 12 --learning-rate 1e-3
-    --min-lr 1e-4. The run ends at max_iters or when `minutes` (the whole run, evaluations included)
-    are spent, whichever comes first; None means no time limit."""
-    data: str | None = None          # a UTF-8 text file; None: the built-in text (transformer.gpt.text)
-    val: str | None = None           # a validation file; None: the last 10% of data
-    out: str = "runs/gpt"
-    resume: bool = False
-    minutes: float | None = 10.0
-    seed: int = 0
-    threads: int | None = None       # BLAS + Numba; None: the process's choice, else 1
-    tokenizer: str = "char"          # "char" or "bpe"
-    vocab_size: int | None = None    # bpe's vocabulary size (None: 1024); char's is the text's characters
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128
-    block_size: int = 128
-    dropout: float = 0.0
-    bias: bool = False
-    batch_size: int = 16
-    max_iters: int = 100_000
-    optimizer: str = "muon"          # "muon": Muon for the blocks' matrices, AdamW for the rest; "adamw": nanoGPT's
-    learning_rate: float = 3e-3      # AdamW's (all parameters, or with Muon the embeddings and gains)
-    muon_lr: float = 0.02            # Muon's, scaled through the run as learning_rate is
-    decay_lr: bool = True
-    warmup_iters: int = 100
-    lr_decay_iters: int | None = None  # the cosine ends here; None: with the run (the --minutes budget, else max_iters)
-    min_lr: float = 3e-4
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0           # 0: no clipping
-    eval_interval: int = 250
-    eval_iters: int = 20
-    compile: bool = True             # the step's loss and backward as a compiled plan; False: eager (--no-compile)
-
-    def __post_init__(self):
-        op = "GPTTrainConfig"
-        for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
-            setattr(self, name, positive_int(op, name, getattr(self, name)))
-        if self.lr_decay_iters is not None:
-            self.lr_decay_iters = positive_int(op, "lr_decay_iters", self.lr_decay_iters)
-        self.seed = int_at_least(op, "seed", self.seed, 0)
-        self.warmup_iters = int_at_least(op, "warmup_iters", self.warmup_iters, 0)
-        self.threads = None if self.threads is None else positive_int(op, "threads", self.threads)
-        self.minutes = None if self.minutes is None else number(op, "minutes", self.minutes, 0, low_open=True)
-        self.learning_rate = number(op, "learning_rate", self.learning_rate, 0, low_open=True)
-        self.min_lr = number(op, "min_lr", self.min_lr, 0, self.learning_rate)
-        for name in ("weight_decay", "grad_clip"):
-            setattr(self, name, number(op, name, getattr(self, name), 0))
-        for name in ("beta1", "beta2"):
-            setattr(self, name, probability(op, name, getattr(self, name), allow_one=False))
-        one_of(op, "tokenizer", self.tokenizer, TOKENIZERS)
-        one_of(op, "optimizer", self.optimizer, OPTIMIZERS)
-        self.muon_lr = number(op, "muon_lr", self.muon_lr, 0, low_open=True)
-        if self.vocab_size is not None:
-            if self.tokenizer == "char":
-                raise ValueError(f"{op}: vocab_size is the bpe tokenizer's; a char tokenizer's vocabulary is the "
-                                 f"text's characters (got vocab_size={self.vocab_size!r})")
-            self.vocab_size = int_at_least(op, "vocab_size", self.vocab_size, 256)
-        if self.decay_lr and self.lr_decay_iters is not None and self.lr_decay_iters <= self.warmup_iters:
-            raise ValueError(f"{op}: lr_decay_iters ({self.lr_decay_iters}) must exceed warmup_iters "
-                             f"({self.warmup_iters}): the cosine decays from one to the other")
-        self.model_config(vocab_size=1)  # the model's fields, checked by GPTConfig
-
-    def model_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(vocab_size=vocab_size, block_size=self.block_size, n_layer=self.n_layer,
-                         n_head=self.n_head, n_embd=self.n_embd, dropout=self.dropout, bias=self.bias)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-# what --resume cannot change: the model, the data, the tokenizer and the streams of batches
-RESUME_FIXED = ("data", "val", "seed", "tokenizer", "vocab_size", "optimizer", "n_layer", "n_head", "n_embd",
-                "block_size", "bias", "batch_size")
-PER_INVOCATION = ("out", "resume", "threads", "compile")  # never taken from the checkpoint
 
 
 def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float:
@@ -168,14 +76,6 @@ def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float
     decay_ratio = (it - cfg.warmup_iters) / max(end - cfg.warmup_iters, 1)
     coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))         # 3) cosine from 1 down to 0
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
-
-
-def get_batch(ids: np.ndarray, block_size: int, batch_size: int, rng: np.random.Generator):
-    """nanoGPT's get_batch: batch_size windows at random starts; y is x shifted by one token."""
-    starts = rng.integers(0, len(ids) - block_size, size=batch_size)
-    x = np.stack([ids[i:i + block_size] for i in starts])
-    y = np.stack([ids[i + 1:i + 1 + block_size] for i in starts])
-    return x, y
 
 
 @no_grad()
@@ -228,63 +128,6 @@ def estimate_loss(model: GPT, splits: dict, cfg: GPTTrainConfig) -> dict:
     finally:
         model.train()
     return out
-
-
-# ---------------------------------------------------------------- data
-def read_text(path, what: str = "data file") -> str:
-    """A UTF-8 text file's contents, or a GPTTrainingError saying why it cannot be trained on."""
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise GPTTrainingError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise GPTTrainingError(f"{what} {path} is a directory; expected a text file") from None
-    except UnicodeDecodeError as e:
-        raise GPTTrainingError(f"{what} {path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
-    if not text.strip():
-        raise GPTTrainingError(f"{what} {path} is empty; there is nothing to learn")
-    return text
-
-
-def fingerprint(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class TextData:
-    """The run's text, its tokenizer and the two splits as token ids.
-
-    `tokenizer` None: one is trained on all the text read (data, and val if given), as nanoGPT's
-    char vocabulary covers both splits; resuming passes the checkpoint's."""
-
-    def __init__(self, cfg: GPTTrainConfig, tokenizer=None):
-        self.text = builtin_text() if cfg.data is None else read_text(cfg.data)
-        self.source = "the built-in text" if cfg.data is None else cfg.data
-        if cfg.val is None:
-            train_text, val_text = split(self.text, 0.9)
-            self.val_source = f"the last 10% of {self.source}"
-        else:
-            train_text, val_text = self.text, read_text(cfg.val, "validation file")
-            self.val_source = cfg.val
-        self.tokenizer = tokenizer or train_tokenizer(cfg.tokenizer, self.text + ("" if cfg.val is None else
-                                                                                   val_text), cfg.vocab_size)
-        self.characters = {"train": len(train_text), "val": len(val_text)}
-        self.ids = {"train": self.encode(train_text, "train"), "val": self.encode(val_text, "val")}
-        for name, ids in self.ids.items():
-            if len(ids) <= cfg.block_size:
-                raise GPTTrainingError(f"the {name} split ({self.source if name == 'train' else self.val_source}) "
-                                       f"has {len(ids):,} tokens, too few for block_size {cfg.block_size}: a window "
-                                       f"needs {cfg.block_size + 1}; lower --block-size or give more text")
-
-    def encode(self, text: str, name: str) -> np.ndarray:
-        try:
-            return self.tokenizer.encode(text)
-        except ValueError as e:
-            raise GPTTrainingError(f"the {name} split: {e}") from None
-
-    def describe(self) -> dict:
-        """What the checkpoint records about the data, so resume and eval can find and check it."""
-        return {"source": self.source, "sha256": fingerprint(self.text), "characters": len(self.text)}
 
 
 # ---------------------------------------------------------------- checkpoints
