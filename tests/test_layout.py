@@ -113,34 +113,17 @@ def import_circles(graph: dict) -> list[list[str]]:
 MIXIN_CIRCLE = ["tinygrad_lite/ops/binary.py", "tinygrad_lite/ops/movement.py", "tinygrad_lite/ops/nn.py",
                 "tinygrad_lite/tensor.py"]
 
-# Imports that still close a circle while other work removes them, as (importer, imported): why, and what removes
-# it. The test fails on an entry whose import is gone, so remove it then: this list only shrinks.
-STILL_CIRCLING = {
-    ("tinygrad_lite/fast.py", "tinygrad_lite/nn/fused.py"):
-        "fast.residual and fast.linear_relu_dropout: the boxes (add_norm.py, feed_forward.py) call "
-        "nn.fused.add_dropout and linear_relu_dropout themselves, until the compiler's rules fuse the plain boxes",
-}
-
-
 @pytest.mark.parametrize("package", ["tinygrad_lite", "viz", "transformer"])
 def test_no_import_circle_in_a_package(package):
     """What two modules both need lives in the module it belongs to, so imports run one way, down the floors
     (viz/graph.py uses viz/render.py, never the reverse; the kernels never import the ops, nor fast.py what
     reads its switches). The one exception: Tensor and its op mixins (MIXIN_CIRCLE)."""
-    graph = import_graph(LIBRARY)
-    for importer, imported in STILL_CIRCLING:
-        graph[ROOT / importer].discard(ROOT / imported)
-    circles = [c for c in import_circles(graph) if any(f.startswith(package + "/") for f in c)]
+    circles = [c for c in import_circles(import_graph(LIBRARY)) if any(f.startswith(package + "/") for f in c)]
     assert [c for c in circles if c != MIXIN_CIRCLE] == []
 
 
-def test_the_circles_still_left_are_still_there():
-    graph = import_graph(LIBRARY)
-    gone = [edge for edge in STILL_CIRCLING if ROOT / edge[1] not in graph[ROOT / edge[0]]]
-    assert not gone, f"remove {gone} from STILL_CIRCLING: that import is gone"
-
-
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 50
+
 
 def function_sizes(tree: ast.AST, prefix: str = ""):
     """(qualified name, lines from its `def` to its end) of each function; a nested function counts

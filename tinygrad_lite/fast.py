@@ -96,27 +96,17 @@ def _switched(on: bool, names):
 
 # ---------------------------------------------------------------- fused_residual
 
-def residual(x, s, dropout):
-    """Why: training small 8% faster (off/on 1.02, 1.08, 1.08; CPU clock, 2026-12-01): 1 pass, not 3.
-
-    Add & Norm's x + Dropout(s) as one op, nn.fused.add_dropout (one pass, kernels.fused),
-    instead of dropout's mask multiply and scale, then the add. Plain version:
-    transformer.add_norm.AddNorm.residual."""
-    from .nn.fused import add_dropout
-    return add_dropout(x, s, dropout.p, dropout.training)
-
+# Why: training small 8% faster (off/on 1.02, 1.08, 1.08; CPU clock, 2026-12-01): 1 pass, not 3.
+# Add & Norm's x + Dropout(s) as one op, nn.fused.add_dropout (one pass, kernels.fused), instead of dropout's
+# mask multiply and scale, then the add. The branch and the plain version are in transformer.add_norm.AddNorm.residual;
+# in a compiled step the rule add_dropout (tinygrad_lite/compiler/rules/) fuses the plain version.
 
 # ---------------------------------------------------------------- fused_ffn
 
-def linear_relu_dropout(x, linear, dropout):
-    """Why: training small 13-18% faster (off/on 1.18, 1.13; CPU clock, 2026-12-01): d_ff-wide passes.
-
-    The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.fused.linear_relu_dropout: bias,
-    ReLU and dropout in one pass over the product, a backward without a mask. Plain version:
-    transformer.feed_forward.PositionwiseFeedForward.forward."""
-    from .nn.fused import linear_relu_dropout
-    return linear_relu_dropout(x, linear.weight, linear.bias, dropout.p, dropout.training)
-
+# Why: training small 13-18% faster (off/on 1.18, 1.13; CPU clock, 2026-12-01): d_ff-wide passes.
+# The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.fused.linear_relu_dropout: bias, ReLU and dropout in one
+# pass over the product, a backward without a mask. The branch and the plain version are in
+# transformer.feed_forward.PositionwiseFeedForward.forward; in a compiled step the rule linear_relu_dropout fuses it.
 
 # ---------------------------------------------------------------- fused_cross_entropy
 

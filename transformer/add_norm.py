@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygrad_lite import Tensor, fast
+from tinygrad_lite import Tensor
 from tinygrad_lite.autograd import is_anomaly_enabled
 from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.nn import Dropout, LayerNorm, Module
+from tinygrad_lite.nn import Dropout, LayerNorm, Module, fused
 
 
 class AddNorm(Module):
@@ -31,7 +31,7 @@ class AddNorm(Module):
         """x + Dropout(s): the residual connection around a sub-layer's output s."""
         if TRICKS.fused_residual and not is_anomaly_enabled():  # one op, one pass (fast.py); anomaly mode
             # runs the plain ops, each traced on its own
-            return fast.residual(x, s, self.dropout)
+            return fused.add_dropout(x, s, self.dropout.p, self.dropout.training)
         return x + self.dropout(s)
 
     def extra_repr(self) -> str:

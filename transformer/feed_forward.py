@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygrad_lite import Tensor, fast
+from tinygrad_lite import Tensor
 from tinygrad_lite.autograd import is_anomaly_enabled
 from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.nn import Dropout, Linear, Module
+from tinygrad_lite.nn import Dropout, Linear, Module, fused
 
 
 class PositionwiseFeedForward(Module):
@@ -23,5 +23,6 @@ class PositionwiseFeedForward(Module):
     def forward(self, x: Tensor) -> Tensor:
         if TRICKS.fused_ffn and not is_anomaly_enabled():  # W1, bias, ReLU, dropout as one op (fast.py);
             # anomaly mode runs the plain ops, so a NaN is traced to its Linear
-            return self.w_2(fast.linear_relu_dropout(x, self.w_1, self.dropout))
+            return self.w_2(fused.linear_relu_dropout(x, self.w_1.weight, self.w_1.bias, self.dropout.p,
+                                                      self.dropout.training))
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, T, d_ff) -> (B, T, d_model)

@@ -34,7 +34,7 @@ def compiled_plan(model, loss, batch: tuple, lr: float = 1e-3):
 
     Every speed trick is off but the rules' switches, and the kernels are the NumPy twins (as for a
     toy model's picture), so the rules see the plain ops. A box that still calls a fused op under a
-    rule's switch (Add & Norm's fast.residual, the FFN's fast.linear_relu_dropout, attention's
+    rule's switch (Add & Norm's add_dropout, the FFN's linear_relu_dropout, attention's
     fused_forward) has that switch off during the forward only: the rules read their switches when the
     compiled step is called, so the box runs plain and the rule fuses."""
     from tinygrad_lite import fast
