@@ -1,15 +1,18 @@
 """Tensor: n-d autograd on NumPy, with broadcasting and a PyTorch-shaped API.
 
-Every op is defined once, its forward and backward side by side:
+Every op is defined once, its forward and backward side by side, as a function of arrays:
 
     def exp(self):
-        out = np.exp(self.data)
-        return self._make(out, "exp", (self,), lambda g: (g * out,))
+        return self._apply(exp_op, "exp", (self,))
 
-`_make` records the op's name, its inputs and the backward function, which maps
+    def exp_op(x):
+        out = np.exp(x)
+        return out, lambda g: (g * out,)
+
+`_apply` runs it and records the op's name, its inputs and the backward function, which maps
 the gradient of the output to one gradient per input; `t.op`, `t.inputs` and `t.vjp(g)` show
 them to tools that walk the graph. This file holds the core: the data and its
-gradient, `_make` and `backward`, the constructors, attributes, conversions and how an operand
+gradient, `_apply` and `backward`, the constructors, attributes, conversions and how an operand
 becomes a Tensor. The ops come in families, one file each, that Tensor inherits:
 
     ops/unary.py     exp log sqrt sin cos abs tanh sigmoid relu gelu clamp neg

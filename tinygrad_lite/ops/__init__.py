@@ -8,5 +8,6 @@
     shapes.py    the dim, shape and dtype checks they share
 
 Each family is a mixin class that Tensor (tinygrad_lite/tensor.py) inherits, so `t.exp()` is an
-ordinary method call. The ops wrap their results with Tensor's `_make`; the few that need the
+ordinary method call. Each op runs through Tensor's `_apply` as `<name>_op(arrays..., args)`, which
+returns its output and its backward; the few that need the
 class itself reach it as `tensor.Tensor`, since tensor.py imports these files to build it."""
