@@ -281,6 +281,37 @@ def test_the_textbook_path_holds_no_machinery():
     assert not offenders
 
 
+# Reading-path files that still branch on a speed trick, until the step compiler's rules fuse their plain
+# versions in every run (issue 45): the test fails on an entry that no longer names TRICKS, so this only shrinks.
+STILL_BRANCHING_ON_TRICKS = {
+    "tinygrad_lite/nn/functional.py",  # the panel products (_product), cross-entropy's fused gradient
+    "transformer/attention.py", "transformer/add_norm.py", "transformer/feed_forward.py",  # fused in eager runs
+}
+
+
+def reading_path_identifiers(path: str) -> set:
+    """The names a reading-path file uses: variables, arguments, keyword arguments and imports."""
+    names = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[-1])
+    return names
+
+
+def test_the_textbook_carries_no_real_rows_and_no_new_trick_branch():
+    """The padding skip's rows (`real`) live in transformer/fast/skip_padding.py, not in the paper's boxes;
+    a speed trick's branch is in no reading-path file but those still listed (issue 45)."""
+    used = {path: reading_path_identifiers(path) for path, _ in reading_path()}
+    assert [path for path, names in used.items() if "real" in names] == []
+    branching = {path for path, names in used.items() if "TRICKS" in names}
+    assert branching - STILL_BRANCHING_ON_TRICKS == set(), "a new TRICKS branch on the reading path"
+    assert STILL_BRANCHING_ON_TRICKS - branching == set(), "no TRICKS there any more: remove it from the list"
+
+
 def test_no_file_on_the_reading_path_imports_the_step_compiler():
     """The step compiler reads the plain program; the program never calls it (issue 45): a learner's
     loop receives a step function, and compile() wraps it where a run is built."""

@@ -65,28 +65,25 @@ class MultiHeadAttention(Module):
         return x.transpose(1, 2).reshape(B, T, self.d_model)             # (B, T, d_model)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask=None, cache: dict | None = None,
-                static_kv: bool = False, real: tuple | None = None) -> Tensor:
+                static_kv: bool = False) -> Tensor:
         """query: (B, T_q, d_model); key, value: (B, T_k, d_model) -> (B, T_q, d_model).
 
         `cache`: see `project_keys_values` (incremental decoding, `transformer.decoding`).
-        `real`: the fast path's real-token rows (`fused_forward`, `Transformer.forward_tokens`).
         """
         q = self.w_q(query)                                              # (B, T_q, d_model)
         k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, d_model)
-        if TRICKS.fused_attention or real is not None:  # all heads in one kernel (fast.py)
-            return self.w_o(self.fused_forward(q, k, v, mask, real))
+        if TRICKS.fused_attention:  # all heads in one kernel (fast.py)
+            return self.w_o(self.fused_forward(q, k, v, mask))
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, h, T, d_k)
         heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, return_weights=True)
         self.remember(weights.data)                                      # (B, h, T_q, T_k)
         return self.w_o(self.merge_heads(heads))                         # (B, T_q, d_model)
 
-    def fused_forward(self, q: Tensor, k: Tensor, v: Tensor, mask, real: tuple | None) -> Tensor:
+    def fused_forward(self, q: Tensor, k: Tensor, v: Tensor, mask) -> Tensor:
         """Eq. 1 for all h heads in one kernel, on q, k, v (B, T, h·d_k) as the projections give
-        them: no head copies. With `real` = (query_real (B, T_q), key_real (B, T_k)) bool masks,
-        q, k, v hold only the real tokens' rows, (n_q, h·d_k) and (n_k, h·d_k)
-        (`Transformer.forward_tokens`, TRICKS.skip_padding), and the kernel reads them in place."""
+        them: no head copies."""
         out, weights = fused.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
-                                         need_weights=True, heads=self.h, real=real)  # (B, T_q, h·d_k)
+                                             need_weights=True, heads=self.h)  # (B, T_q, h·d_k)
         self.remember(weights)
         return out
 

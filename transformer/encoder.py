@@ -27,10 +27,8 @@ class EncoderLayer(Module):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, dtype=dtype)
         self.add_norm2 = AddNorm(d_model, dropout, norm_first, dtype=dtype)
 
-    def forward(self, x: Tensor, src_mask=None, real=None) -> Tensor:
-        """`real`: see Encoder.forward."""
-        pair = None if real is None else (real, real)
-        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, src_mask, real=pair))  # (B, S, d_model)
+    def forward(self, x: Tensor, src_mask=None) -> Tensor:
+        x = self.add_norm1(x, lambda y: self.self_attn(y, y, y, src_mask))  # (B, S, d_model)
         return self.add_norm2(x, self.feed_forward)
 
 
@@ -45,9 +43,8 @@ class Encoder(Module):
                                   for _ in range(N)])
         self.norm = LayerNorm(d_model, dtype=dtype) if final_norm else None
 
-    def forward(self, x: Tensor, src_mask=None, real=None) -> Tensor:
-        """x: (B, S, d_model) embedded source -> memory (B, S, d_model). With `real`, the (B, S)
-        bool mask of the real tokens, x and memory hold those tokens' rows only, (n, d_model)."""
+    def forward(self, x: Tensor, src_mask=None) -> Tensor:
+        """x: (B, S, d_model) embedded source -> memory (B, S, d_model)."""
         for layer in self.layers:
-            x = layer(x, src_mask, real)
+            x = layer(x, src_mask)
         return self.norm(x) if self.norm is not None else x
