@@ -52,4 +52,4 @@ class CompiledGradients:
 
 def describe_step(compiled: CompiledGradients | None) -> str:
     """The run's step, for its printout: compiled (and what the compiler did) or eager."""
-    return compiled.describe() if compiled is not None else "eager (--no-compile or TINYGRAD_LITE_COMPILE=0)"
+    return compiled.describe() if compiled is not None else "eager (--compile or TINYGRAD_LITE_COMPILE=1 compiles it)"
