@@ -140,7 +140,7 @@ def test_the_flags_then_the_environment_then_the_commands_default_choose(monkeyp
         monkeypatch.delenv(COMPILE_ENV, raising=False)
     else:
         monkeypatch.setenv(COMPILE_ENV, env)
-    assert compile_chosen(parser.parse_args(argv), default=default) is (default if chosen is None else chosen)
+    assert compile_chosen(parser.parse_args(argv)) is (default if chosen is None else chosen)
 
 
 def test_the_translator_runs_eagerly_and_the_gpt_compiled_by_default(capsys):

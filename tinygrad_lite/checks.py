@@ -16,6 +16,7 @@ ACTIVATIONS = ("relu", "tanh", "sigmoid", "gelu", "linear")
 
 
 OFF_WORDS = ("0", "false", "off", "no")
+ON_WORDS = ("1", "true", "on", "yes")
 
 _CODE_NAME = re.compile(r"^(?=[^:\s]*[._])[A-Za-z_][\w.]*: ")
 
@@ -32,6 +33,12 @@ def switched_off(env_var: str) -> bool:
     """True if the environment variable is set to 0, false, off or no (any case): how the engine's
     on-by-default switches (TINYGRAD_LITE_FAST, TINYGRAD_LITE_KEEP_FREED_MEMORY) are turned off."""
     return os.environ.get(env_var, "").strip().lower() in OFF_WORDS
+
+
+def switched_on(env_var: str) -> bool:
+    """True if the environment variable is set to 1, true, on or yes (any case): how an off-by-default
+    switch (TINYGRAD_LITE_COMPILE for the translator) is turned on."""
+    return os.environ.get(env_var, "").strip().lower() in ON_WORDS
 
 
 def is_int(value) -> bool:

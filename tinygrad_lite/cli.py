@@ -15,7 +15,7 @@ import sys
 import traceback
 import warnings
 
-from .checks import message_for_user
+from .checks import message_for_user, switched_off, switched_on
 
 
 class CLIError(Exception):
@@ -129,25 +129,29 @@ def minutes_limit(minutes: float) -> float | None:
 
 
 COMPILE_ENV = "TINYGRAD_LITE_COMPILE"  # 0 / 1: trainers run their steps eagerly / compiled unless a flag says
-EAGER_WORDS, COMPILED_WORDS = ("0", "false", "no", "off"), ("1", "true", "yes", "on")
 
 
 def add_compile(parser, default: bool = True, why: str = "") -> None:
     """--compile / --no-compile: a trainer's step (its loss and backward) as a compiled plan or eagerly,
-    op by op; without either flag ${COMPILE_ENV} decides (0 or 1), else the command's `default`."""
+    op by op; without either flag ${COMPILE_ENV} decides (0 or 1), else the command's `default`, which
+    the parsed arguments carry (compile_chosen reads it there)."""
     chosen = "compiled" if default else "eager"
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="run the step's loss and backward as a compiled plan (tinygrad_lite.compiler); "
                              f"--no-compile: eagerly, op by op (default: {chosen}{why}, or ${COMPILE_ENV}=0/1)")
+    parser.set_defaults(compile_by_default=default)
 
 
-def compile_chosen(args, default: bool = True) -> bool:
-    """Whether the run compiles its step: --compile / --no-compile, else ${COMPILE_ENV} (0, false, no,
-    off: eager; 1, true, yes, on: compiled), else `default`."""
+def compile_chosen(args) -> bool:
+    """Whether the run compiles its step: --compile / --no-compile, else ${COMPILE_ENV} (0, false, off,
+    no: eager; 1, true, on, yes: compiled), else the command's default (add_compile)."""
     if getattr(args, "compile", None) is not None:
         return args.compile
-    word = os.environ.get(COMPILE_ENV, "").strip().lower()
-    return False if word in EAGER_WORDS else True if word in COMPILED_WORDS else default
+    if switched_on(COMPILE_ENV):
+        return True
+    if switched_off(COMPILE_ENV):
+        return False
+    return args.compile_by_default
 
 
 def add_run_flags(parser, default_out: str, held: str) -> None:

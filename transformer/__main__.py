@@ -294,7 +294,7 @@ def train_config(args):
     if "epochs" not in overrides and (args.minutes or args.max_steps):
         overrides["epochs"] = None  # the budget or the step count ends the run, not an epoch cap
     return TrainConfig(out=args.out, resume=args.resume, progress=not args.no_progress,
-                       compile=compile_chosen(args, default=False), extra={"explicit": explicit}, **overrides)
+                       compile=compile_chosen(args), extra={"explicit": explicit}, **overrides)
 
 
 def print_training_summary(trainer, report: dict, with_dev: bool) -> None:
