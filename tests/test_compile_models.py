@@ -3,11 +3,12 @@ gives the eager step's losses and weights bit for bit (the plan replays the same
 model's own fast paths fuse), with dropout on."""
 import numpy as np
 import pytest
+from training_steps import training_step
 
 import tinygrad_lite as tl
 from tinygrad_lite import fast
 from tinygrad_lite.compiler import CompileError, compile
-from tinygrad_lite.optim import Adam, AdamW, clip_grad_norm_
+from tinygrad_lite.optim import Adam, AdamW
 
 
 def gpt_run(steps, compiled, batches):
@@ -16,14 +17,7 @@ def gpt_run(steps, compiled, batches):
     model = GPT(GPTConfig(vocab_size=40, n_layer=2, n_head=2, n_embd=32, block_size=12, dropout=0.1, bias=True))
     params = list(model.parameters())
     opt = AdamW(params, lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
-
-    def step(x, y):
-        loss = model.loss(x, y)
-        opt.zero_grad()
-        loss.backward()
-        clip_grad_norm_(params, 1.0)
-        opt.step()
-        return loss
+    step = training_step(model.loss, opt, params, clip=1.0)
     run = compile(step) if compiled else step
     tl.manual_seed(1)
     losses = [run(*batches[i % len(batches)]).data.copy() for i in range(steps)]
@@ -37,12 +31,7 @@ def translator_run(steps, compiled, batches):
     model = Transformer(30, 30, d_model=32, h=2, N=2, d_ff=64, dropout=0.1, pad_id=0)
     opt = Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
 
-    def step(src, tgt_in, tgt_out):
-        loss = teacher_forcing_loss(model, src, tgt_in, tgt_out, 0.1)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(lambda src, tgt_in, tgt_out: teacher_forcing_loss(model, src, tgt_in, tgt_out, 0.1), opt)
     run = compile(step) if compiled else step
     tl.manual_seed(1)
     losses = [run(*batches[i % len(batches)]).data.copy() for i in range(steps)]

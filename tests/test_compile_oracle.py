@@ -18,11 +18,12 @@ a full step, far outside these bounds. The translator's compiled step takes the 
 cannot branch on how much of a batch is <pad>: TRICKS.skip_padding off), as its plain step does."""
 import numpy as np
 import pytest
+from training_steps import training_step
 
 import tinygrad_lite as tl
 from tinygrad_lite import fast
 from tinygrad_lite.compiler import compile
-from tinygrad_lite.optim import Adam, AdamW, clip_grad_norm_
+from tinygrad_lite.optim import Adam, AdamW
 
 STEPS = 20
 # (vocab, d_model, h, N, d_ff, batch, length): bench/train_throughput.py's CONFIGS; BASE-short's batch made
@@ -49,13 +50,8 @@ def translator(config: str, dtype=np.float32):
         return src, tgt[:, :-1], tgt[:, 1:]
     batches = [batch_of(i) for i in range(4)]
 
-    def step(src, tgt_in, tgt_out):
-        loss = teacher_forcing_loss(model, src, tgt_in, tgt_out, 0.1)
-        opt.zero_grad()
-        loss.backward()
-        clip_grad_norm_(list(model.parameters()), 1.0)
-        opt.step()
-        return loss
+    step = training_step(lambda src, tgt_in, tgt_out: teacher_forcing_loss(model, src, tgt_in, tgt_out, 0.1), opt,
+                         model.parameters(), clip=1.0)
     return model, step, batches
 
 
@@ -63,19 +59,10 @@ def gpt(config: str, dtype=np.float32):
     from transformer.gpt import GPT, GPTConfig
     tl.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=65, dropout=0.1), dtype=dtype)  # nanoGPT's CPU recipe: 4 layers, 4 heads,
-    params = list(model.parameters())
-    opt = AdamW(params, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    opt = AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
     rng = np.random.default_rng(1)
     batches = [(rng.integers(0, 65, (12, 64)), rng.integers(0, 65, (12, 64))) for _ in range(4)]
-
-    def step(x, y):
-        loss = model.loss(x, y)
-        opt.zero_grad()
-        loss.backward()
-        clip_grad_norm_(params, 1.0)
-        opt.step()
-        return loss
-    return model, step, batches
+    return model, training_step(model.loss, opt, model.parameters(), clip=1.0), batches
 
 
 def run(build, config: str, compiled: bool, steps: int, dtype):
