@@ -7,7 +7,7 @@ paper's boxes (AddNorm, PositionwiseFeedForward, Linear) take those rows as they
 alone needs to know where each row sits, and runs among each sentence's real tokens, read in place
 by nn.fused.fused_attention's `real`. A <pad> position is never a key, so leaving it out changes nothing at
 a real one: the same logits as Transformer.forward at the real tokens (tests/test_skip_padding.py),
-with dropout drawn for the real rows only.
+with dropout drawn for the rows computed (the real ones, and the <pad> rows that make up a count).
 
 This is machinery, not the textbook: it walks the model's own modules in the order of their
 forward methods (transformer/encoder.py, decoder.py, attention.py), with one attention call of
@@ -58,7 +58,7 @@ def rows_to_skip_padding(src, tgt_in, tgt_out, pad: int) -> tuple[int, int] | No
     return bucketed_counts(src, tgt_in, pad, -(-max(src.size, tgt_in.size) // ROW_BUCKETS))
 
 
-def bucketed_counts(src, tgt, pad: int, multiple: int = 64) -> tuple[int, int]:
+def bucketed_counts(src, tgt, pad: int, multiple: int) -> tuple[int, int]:
     """The real tokens' counts of src and tgt, each rounded up to a multiple of `multiple` (at most
     the array's size): the rows forward_real_tokens computes, so batches of one shape share a few plans."""
     def bucket(ids):
@@ -107,7 +107,7 @@ def attend(attention, query: Tensor, memory: Tensor, mask, real: tuple) -> Tenso
     real = (query_real (B, T_q), key_real (B, T_k)); all h heads in one kernel."""
     q, k, v = attention.w_q(query), attention.w_k(memory), attention.w_v(memory)  # (n, h·d_k)
     out, weights = fused.fused_attention(q, k, v, mask, attention.dropout.p, attention.dropout.training,
-                                     need_weights=True, heads=attention.h, real=real)
+                                         need_weights=True, heads=attention.h, real=real)
     attention.remember(weights)
     return attention.w_o(out)                                                # (n_q, d_model)
 

@@ -1,8 +1,9 @@
 """The step's loss and backward as a compiled plan (tinygrad_lite.compiler): captured on a batch shape
 it has not seen, replayed after it, with the eager step's numbers bit for bit
-(tests/test_compiled_training.py). Both trainers run it unless told --no-compile (or
-TINYGRAD_LITE_COMPILE=0, tinygrad_lite.cli); the loop (transformer.loop) gets a function of a batch
-either way. What follows backward runs eagerly, as a few calls: the loss's value, the plug-ins (the
+(tests/test_compiled_training.py). The GPT's trainer runs it unless told --no-compile, the
+translator's only when told --compile (TINYGRAD_LITE_COMPILE=0/1 too, tinygrad_lite.cli: its batches
+come in so many shapes that captures cost more than replays gain); the loop (transformer.loop) gets a
+function of a batch either way. What follows backward runs eagerly, as a few calls: the loss's value, the plug-ins (the
 NaN check, the ranks' all-reduce of every .grad), clipping and the optimizer's step."""
 from __future__ import annotations
 
