@@ -25,7 +25,7 @@ becomes a Tensor. The ops come in families, one file each, that Tensor inherits:
 Binary ops broadcast as NumPy does and reduce each gradient back to its input's shape
 (`unbroadcast`). Each op's formula is NumPy code in its op file; where a Numba kernel computes the
 same op faster, one line, `@has_twin(...)`, lets the Numba backend run it (tinygrad_lite.dispatch). A
-speed trick (tinygrad_lite/fast.py) takes over only behind one visible branch, `if TRICKS.<name>:`.
+speedup that spans ops is a rewrite rule of the step compiler (tinygrad_lite/compiler/rules/), never here.
 """
 from __future__ import annotations
 
