@@ -290,3 +290,19 @@ def test_save_training_resumes_bit_for_bit(tmp_path):
         np.testing.assert_array_equal(p.data, q.data)
     _, meta = load(path)
     json.dumps(meta)
+
+
+def test_save_training_keeps_arrays_inside_the_metadata_as_tensors(tmp_path):
+    """Weight snapshots in a run's metadata (checkpoint averaging) are stored as tensors, not JSON,
+    and come back from load_training bit for bit, in place."""
+    model, opt, _ = make_run()
+    snapshots = [{"w": np.arange(6, dtype=np.float32).reshape(2, 3) / 7}, {"w": np.full((2, 3), -0.1, np.float32)}]
+    path = tmp_path / "run.safetensors"
+    save_training(path, model, opt, metadata={"step": 3, "snapshots": snapshots})
+    arrays, meta = load(path)
+    assert meta["metadata"]["snapshots"][1] == {"w": {"__array__": "metadata/snapshots/1/w"}}
+    np.testing.assert_array_equal(arrays["metadata/snapshots/0/w"], snapshots[0]["w"])
+    back = load_training(path, make_run(seed=5)[0], make_run(seed=5)[1])
+    assert back["step"] == 3 and [s["w"].dtype for s in back["snapshots"]] == [np.float32] * 2
+    for saved, loaded in zip(snapshots, back["snapshots"]):
+        np.testing.assert_array_equal(loaded["w"], saved["w"])

@@ -24,7 +24,8 @@ ENV = {**os.environ, "TINYGRAD_LITE_BACKEND": "numpy", "PYTHONPATH": str(ROOT), 
 ITERS = 240
 FLAGS = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "8",
          "--dropout", "0.1", "--eval-iters", "2", "--eval-interval", "30", "--warmup-iters", "10",
-         "--max-iters", str(ITERS), "--lr-decay-iters", "200", "--minutes", "0", "--seed", "3", "--no-progress"]
+         "--max-iters", str(ITERS), "--lr-decay-iters", "200", "--minutes", "0", "--seed", "3", "--average", "3",
+         "--no-progress"]
 CLOCK_READINGS = {"elapsed", "eval_seconds", "tokens_per_s", "budget"}
 
 

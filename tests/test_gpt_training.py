@@ -1,6 +1,7 @@
 """transformer.gpt.training and `python -m transformer gpt train|eval`: nanoGPT's schedule and split,
 the whole-split evaluation, bit-exact resume, the time budget, a text learned, and the CLI's flags,
 refusals and one-line errors. Toy sizes: each test takes seconds."""
+import json
 import math
 import os
 import re
@@ -19,6 +20,7 @@ from transformer.gpt.training import (
     GPTTrainConfig,
     GPTTrainer,
     TextData,
+    estimate_loss,
     evaluate_split,
     get_lr,
     load_checkpoint,
@@ -137,6 +139,50 @@ def test_resume_continues_bit_exactly(tmp_path, text_file, optimizer):
     iters = [int(line.split('"iter": ')[1].split(",")[0]) for line in
              Path(first.out, "metrics.jsonl").read_text().splitlines()]
     assert iters == [0, 4, 6, 8, 12]
+
+
+def model_weights(out) -> dict:
+    return {k[len("model/"):]: v for k, v in checkpoint_arrays(out).items() if k.startswith("model/")}
+
+
+def test_average_is_the_mean_of_the_last_evaluations_kept_only_if_better(tmp_path, text_file):
+    """--average 3 (the paper's 6.1): evaluations at iters 0, 4, 8 and 12; the mean of the weights at
+    the last 3 is scored as each evaluation is (estimate_loss), logged, and becomes best.safetensors
+    only if its val loss beats every single one's. The snapshots survive a resume: 4 + 4 + 4 iterations
+    in three invocations average the same weights as 12 in one."""
+    straight = toy_config(tmp_path / "a", text_file, dropout=0.1, max_iters=12, eval_interval=4, average=3)
+    summary = GPTTrainer(straight).run()
+    records = [json.loads(line) for line in Path(straight.out, "metrics.jsonl").read_text().splitlines()]
+    parts = toy_config(tmp_path / "b", text_file, dropout=0.1, max_iters=4, eval_interval=4, average=3)
+    GPTTrainer(parts).run()
+    weights = [model_weights(parts.out)]
+    for iters in (8, 12):
+        GPTTrainer(resume_config(parts.out, {"max_iters": iters})).run()
+        weights.append(model_weights(parts.out))
+    mean = {k: np.mean([w[k] for w in weights], axis=0).astype(np.float32) for k in weights[0]}
+    for out in (straight.out, parts.out):
+        arrays, meta = checkpoint.load(os.path.join(out, "checkpoint.safetensors"))
+        assert len(meta["metadata"]["snapshots"]) == 3
+        for i, w in enumerate(weights):
+            for name, value in w.items():
+                np.testing.assert_array_equal(arrays[f"metadata/snapshots/{i}/{name}"], value, err_msg=name)
+
+    singles, averaged = records[:-1], records[-1]
+    assert [r["iter"] for r in singles] == [0, 4, 8, 12] and averaged == {**averaged, "iter": 12, "averaged": 3}
+    best, meta = GPT.load(summary["best"])
+    model = GPT(best.config)
+    model.load_state_dict(mean)
+    trainer = GPTTrainer(resume_config(straight.out))
+    assert averaged["val_loss"] == pytest.approx(estimate_loss(model, trainer.data.ids, trainer.cfg)["val"], rel=1e-6)
+    kept = averaged["val_loss"] < min(r["val_loss"] for r in singles)
+    assert (meta.get("averaged") == 3) is kept and (summary["averaged"] == 3) is kept
+
+    trainer.best_val_loss = math.inf  # now any model is better: the mean is kept
+    assert trainer.try_average() == 3
+    best, meta = GPT.load(summary["best"])
+    assert meta["averaged"] == 3 and meta["val_loss"] == pytest.approx(averaged["val_loss"], rel=1e-6)
+    for name, value in best.state_dict().items():
+        np.testing.assert_allclose(value, mean[name], rtol=1e-6, atol=1e-7, err_msg=name)
 
 
 def test_resume_refuses_another_model_or_other_data(tmp_path, text_file):

@@ -182,9 +182,10 @@ def save_training(path, model, optimizer=None, scheduler=None, metadata: dict | 
                   rng_state: bool = True) -> None:
     """One file with everything needed to resume training: the model's state_dict (under
     'model/'), the optimizer's arrays (under 'optimizer/'), the scheduler's and the engine rng's
-    state and `metadata` (e.g. step, epoch, losses) in the JSON header."""
+    state and `metadata` (e.g. step, epoch, losses) in the JSON header; arrays inside the metadata
+    (e.g. weight snapshots) are stored as tensors under 'metadata/' (pack_arrays)."""
     arrays = {f"model/{k}": v for k, v in model.state_dict().items()}
-    info = {"metadata": metadata or {}}
+    info = {"metadata": pack_arrays(metadata or {}, "metadata", arrays)}
     if optimizer is not None:
         info["optimizer"] = pack_arrays(optimizer.state_dict(), "optimizer", arrays)
     if scheduler is not None:
@@ -208,4 +209,4 @@ def load_training(path, model, optimizer=None, scheduler=None, strict: bool = Tr
             obj.load_state_dict(unpack_arrays(info[name], arrays, path))
     if rng_state and "rng" in info:
         _random.set_rng_state(info["rng"])
-    return info.get("metadata", {})
+    return unpack_arrays(info.get("metadata", {}), arrays, path)

@@ -108,6 +108,9 @@ def add_optimisation_flags(t) -> None:
     config_flag(t, "eval_interval", "estimate the train and val loss every N iterations", type=toolkit.positive_int,
                 group=o)
     config_flag(t, "eval_iters", "batches per split in each estimate", type=toolkit.positive_int, group=o)
+    config_flag(t, "average", "at the end, also try the mean of the weights at the last N evaluations "
+                "(checkpoint averaging, the paper's 6.1): the best model if its val loss is lower",
+                shown="0: off", type=toolkit.non_negative_int, group=o)
 
 
 def add_eval_parser(sub, common) -> None:
@@ -244,8 +247,9 @@ def draw_loss_plot(load_plots, metrics_path: str, out: str) -> str | None:
 
 def print_training_summary(trainer, summary: dict, plot: str | None) -> None:
     best = summary["best_val_loss"]
-    print(f"done: {summary['iters']:,} iterations ({summary['seconds']:.0f} s); best val loss {best:.4f} at iter "
-          f"{summary['best_iter']:,}")
+    where = (f"the average of the last {summary['averaged']} evaluations" if summary.get("averaged")
+             else f"iter {summary['best_iter']:,}")
+    print(f"done: {summary['iters']:,} iterations ({summary['seconds']:.0f} s); best val loss {best:.4f}: {where}")
     print(f"  best model: {summary['best']}")
     print(f"  checkpoint: {summary['checkpoint']} (continue with --resume)")
     print(f"  metrics:    {summary['metrics']}")

@@ -60,6 +60,7 @@ class GPTTrainConfig:
     grad_clip: float = 1.0           # 0: no clipping
     eval_interval: int = 250
     eval_iters: int = 20
+    average: int = 0                 # at the end also try the mean of the weights at the last N evaluations
     compile: bool = True             # the step's loss and backward as a compiled plan; False: eager (--no-compile)
 
     def __post_init__(self):
@@ -70,6 +71,7 @@ class GPTTrainConfig:
             self.lr_decay_iters = positive_int(op, "lr_decay_iters", self.lr_decay_iters)
         self.seed = int_at_least(op, "seed", self.seed, 0)
         self.warmup_iters = int_at_least(op, "warmup_iters", self.warmup_iters, 0)
+        self.average = int_at_least(op, "average", self.average, 0)
         self.threads = None if self.threads is None else positive_int(op, "threads", self.threads)
         self.minutes = None if self.minutes is None else number(op, "minutes", self.minutes, 0, low_open=True)
         self.learning_rate = number(op, "learning_rate", self.learning_rate, 0, low_open=True)

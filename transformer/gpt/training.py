@@ -44,6 +44,7 @@ from tinygrad_lite.random import get_rng_state, set_rng_state
 from tinygrad_lite.threads import use_num_threads
 
 from ..loop import Run, forward_backward, make_step, train
+from ..plugins.averaging import WeightAverage
 from ..plugins.compiled import CompiledGradients, describe_step
 from ..plugins.data_parallel import DataParallel
 from ..plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
@@ -212,6 +213,8 @@ class GPTTrainer(Run):
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
         self.iter, self.evaluated_at, self.best_val_loss, self.best_iter = 0, None, math.inf, None
         self.budget, self.window, self.compiled = TimeBudget(cfg.minutes), [0.0, 0], None
+        self.budget.closing = 2 if cfg.average > 1 else 1  # the averaged model's evaluation too
+        self.averaged = WeightAverage(cfg.average)
         self.time_limit = TimeLimit(self.budget, count_next_step=True, agree=DataParallel.any_rank)
         fix = f"try a lower --learning-rate (now {cfg.learning_rate:g}) or --grad-clip (now {cfg.grad_clip:g})"
         self.nonfinite = NonFiniteLoss("gpt train", lambda: f"iter {self.iter}", fix, self.rerun)
@@ -269,7 +272,8 @@ class GPTTrainer(Run):
         self.model = GPT(GPTConfig.from_dict(run["config"]))
         self.optimizer = build_optimizer(self.model, cfg)
         settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
-        checkpoint.load_training(path, self.model, self.optimizer)  # also the engine's random state (dropout)
+        saved_run = checkpoint.load_training(path, self.model, self.optimizer)  # and the engine's random state
+        self.averaged.snapshots = [dict(snapshot) for snapshot in saved_run.get("snapshots", [])]
         ranks = run.get("rank_rngs") or []  # data parallel: each rank its own dropout stream back
         if dist.rank() < len(ranks):
             set_rng_state(ranks[dist.rank()])
@@ -292,7 +296,8 @@ class GPTTrainer(Run):
         if not os.path.exists(self.metrics_path):
             return
         with open(self.metrics_path, encoding="utf-8") as f:
-            lines = [line for line in f if line.strip() and json.loads(line).get("iter", 0) <= iteration]
+            records = [(line, json.loads(line)) for line in f if line.strip()]
+        lines = [line for line, record in records if record.get("iter", 0) <= iteration and "averaged" not in record]
         with atomic_write(self.metrics_path, durable=False, op="gpt train") as temp:
             temp.write_text("".join(lines), encoding="utf-8")
 
@@ -337,11 +342,13 @@ class GPTTrainer(Run):
         except TrainingDiverged as e:
             self.report.failed(e)
             raise
+        else:
+            averaged = self.try_average() if dist.is_main() else None
         finally:
             self.report.close()
         return {"iters": self.iter, "seconds": self.elapsed(), "best_val_loss": self.best_val_loss,
                 "best_iter": self.best_iter, "best": self.best_path, "checkpoint": self.checkpoint_path,
-                "metrics": self.metrics_path, "step": describe_step(self.compiled)}
+                "metrics": self.metrics_path, "step": describe_step(self.compiled), "averaged": averaged}
 
     # ------------------------------------------------------------ what the loop asks (transformer.loop.Run)
     def next_batch(self):
@@ -396,6 +403,7 @@ class GPTTrainer(Run):
         if best:
             self.best_val_loss, self.best_iter = losses["val"], self.iter
             self.save_best()
+        self.averaged.take(self.model)
         self.evaluated_at = self.iter
         record["eval_seconds"] = round(self.budget.clock() - t0, 2)
         self.log(record)
@@ -404,6 +412,26 @@ class GPTTrainer(Run):
                           f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}{speed}  "
                           f"{record['elapsed']:.0f} s")
         self.budget.note_evaluation(self.budget.clock() - t0)
+
+    def try_average(self) -> int | None:
+        """Checkpoint averaging (transformer.plugins.averaging): the mean of the weights at the last
+        --average evaluations, scored as every evaluation is (estimate_loss), becomes best.safetensors
+        if its val loss beats the best single model's. Returns how many were averaged (None: none)."""
+        mean = self.averaged.mean()
+        if mean is None:
+            return None
+        self.report.status("evaluating the averaged model")
+        model = GPT(self.model.config, dtype=mean["token_embedding.weight"].dtype)
+        model.load_state_dict(mean)
+        losses, n = estimate_loss(model, self.data.ids, self.cfg), len(self.averaged.snapshots)
+        self.log({"iter": self.iter, "averaged": n, "val_loss": losses["val"]})
+        kept = losses["val"] < self.best_val_loss
+        if kept:
+            self.best_val_loss = losses["val"]
+            model.save(self.best_path, {**self.run_metadata(), "val_loss": losses["val"], "averaged": n})
+        self.report.write(f"average of the last {n} evaluated models: train loss {losses['train']:.4f}, val loss "
+                          f"{losses['val']:.4f}  ({'kept as the best' if kept else 'not better; not kept'})")
+        return n if kept else None
 
     def run_metadata(self) -> dict:
         """What both checkpoints record besides the weights: enough to sample, evaluate and resume."""
@@ -425,7 +453,8 @@ class GPTTrainer(Run):
             **self.run_metadata(), "format": TRAINING_FORMAT, "config": self.model.config.to_dict(),
             "evaluated_at": self.evaluated_at, "best_val_loss": best, "best_iter": self.best_iter,
             "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed(),
-            "budget": self.budget.state(), **self.loss_watch.state(), **ranks})
+            "budget": self.budget.state(), **self.loss_watch.state(), **ranks,
+            "snapshots": self.averaged.snapshots})
 
     def log(self, record: dict) -> None:
         with open(self.metrics_path, "a", encoding="utf-8") as f:
