@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARY = ("tinygrad_lite", "transformer", "viz")
+LIBRARY = ("tinygrad_lite", "transformer", "viz", "tinylearn")
 READING = ROOT / "docs" / "reading.md"
 
 
@@ -35,10 +35,11 @@ def test_the_library_files_are_found():
     assert len(sources(*LIBRARY)) > 60
 
 
-@pytest.mark.parametrize("floor, above", [("tinygrad_lite", ("viz", "transformer")), ("viz", ("transformer",)),
-                                          ("transformer", ("viz",))])
+@pytest.mark.parametrize("floor, above", [("tinygrad_lite", ("viz", "transformer", "tinylearn")),
+                                          ("viz", ("transformer", "tinylearn")), ("transformer", ("viz", "tinylearn"))])
 def test_a_floor_never_imports_the_floors_above_or_beside_it(floor, above):
-    """The CLIs (`__main__.py`) sit on top and may use anything."""
+    """The CLIs (`__main__.py`) sit on top and may use anything; so does tinylearn, whose exercises span the
+    engine and the model: nothing below imports it."""
     offenders = [f"{p.relative_to(ROOT)}: {module}" for p in sources(floor) if p.name != "__main__.py"
                  for module, _ in imported_modules(p) if module.split(".")[0] in above]
     assert not offenders
@@ -113,7 +114,7 @@ def import_circles(graph: dict) -> list[list[str]]:
 MIXIN_CIRCLE = ["tinygrad_lite/ops/binary.py", "tinygrad_lite/ops/movement.py", "tinygrad_lite/ops/nn.py",
                 "tinygrad_lite/tensor.py"]
 
-@pytest.mark.parametrize("package", ["tinygrad_lite", "viz", "transformer"])
+@pytest.mark.parametrize("package", ["tinygrad_lite", "viz", "transformer", "tinylearn"])
 def test_no_import_circle_in_a_package(package):
     """What two modules both need lives in the module it belongs to, so imports run one way, down the floors
     (viz/graph.py uses viz/render.py, never the reverse; the kernels never import the ops, nor fast.py what

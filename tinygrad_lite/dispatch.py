@@ -10,6 +10,7 @@ imports no Numba and compiles nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -73,3 +74,23 @@ def formula(name: str):
 def op(name: str):
     """Op `name` as its op file calls it (twin or formula, by backend), for callers outside the op files."""
     return OPS[name]
+
+
+@contextlib.contextmanager
+def substitute(name: str, fn):
+    """Context manager: op `name` calls `fn` in place of its formula inside the block, in this process only,
+    then the formula again (also after an error). `fn` takes the formula's parameters. It replaces the
+    formula where the op's caller looks it up at call time, so calls cost the same; the formula path
+    (fast.plain(), or the numpy backend) runs it, a twin does not. For tinylearn's checks: a learner's
+    own softmax, run by the engine's Tensor.softmax."""
+    if name not in OPS:
+        raise KeyError(f"substitute: no op named {name!r}; the ops with a formula are {sorted(OPS)}")
+    if not callable(fn):
+        raise TypeError(f"substitute: expected a function for op {name!r}, got {type(fn).__name__}")
+    scope = OPS[name].__globals__
+    before = scope["plain"]
+    scope["plain"] = fn
+    try:
+        yield fn
+    finally:
+        scope["plain"] = before

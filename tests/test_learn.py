@@ -1,0 +1,163 @@
+"""tinylearn's machinery: the engine's hook (dispatch.substitute), the working folder (exercise files,
+progress written atomically, hints one at a time, reset), the Python API, and the command line as a new
+learner uses it (list, start 6, a softmax without the max shift, check 6, a fixed one, check 6, list)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tinylearn
+from tinygrad_lite import Tensor
+from tinygrad_lite.dispatch import OPS, formula, substitute
+from tinygrad_lite.fast import plain
+from tinylearn import workfolder
+
+NO_SHIFT = '''    z = x * scale
+    if mask is not None:
+        z = z + (np.where(mask, 0.0, -np.inf) if mask.dtype == bool else mask)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+'''
+FIXED = '''    z = x * scale
+    if mask is not None:
+        z = z + (np.where(mask, 0.0, -np.inf) if mask.dtype == bool else mask)
+    top = z.max(axis=-1, keepdims=True) if z.size else z
+    e = np.exp(z - np.where(np.isneginf(top), 0.0, top))
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+'''
+
+
+def written(path, body):
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("    raise NotImplementedError\n", body), encoding="utf-8")
+
+
+# ---------------------------------------------------------------- the engine's hook
+def test_substitute_runs_the_given_function_as_the_ops_formula_then_restores_it():
+    calls = []
+
+    def mine(x, scale=1.0, mask=None):
+        calls.append(x.shape)
+        return formula("softmax_forward")(x, scale, mask)
+
+    x = np.array([[1.0, 2.0, 3.0]])
+    with plain():
+        with substitute("softmax_forward", mine):
+            inside = Tensor(x).softmax(-1).data
+        Tensor(x).softmax(-1)
+    assert calls == [(1, 3)]
+    assert np.allclose(inside, np.exp(x) / np.exp(x).sum())
+    assert OPS["softmax_forward"].__globals__["plain"] is formula("softmax_forward")
+
+
+def test_substitute_restores_the_formula_after_an_error():
+    def broken(x, scale=1.0, mask=None):
+        raise ArithmeticError("mine")
+
+    with plain(), pytest.raises(ArithmeticError, match="mine"), substitute("softmax_forward", broken):
+        Tensor(np.ones((1, 2))).softmax(-1)
+    assert OPS["softmax_forward"].__globals__["plain"] is formula("softmax_forward")
+
+
+def test_substitute_names_an_unknown_op_and_a_non_function():
+    with pytest.raises(KeyError, match="no op named 'softmax'.*softmax_forward"), substitute("softmax", abs):
+        pass
+    with pytest.raises(TypeError, match="expected a function for op 'softmax_forward', got int"):
+        with substitute("softmax_forward", 3):
+            pass
+
+
+# ---------------------------------------------------------------- the API and the working folder
+def test_every_command_takes_the_number_or_the_name_and_an_unknown_one_is_one_line():
+    assert tinylearn.find(6) is tinylearn.find("6") is tinylearn.find("softmax") is tinylearn.find("06")
+    with pytest.raises(LookupError, match="did you mean softmax"):
+        tinylearn.find("sofmax")
+    with pytest.raises(LookupError, match=r"give a number 1-\d+ or a name"):
+        tinylearn.find(99)
+
+
+def test_start_writes_the_stub_into_the_folder_and_check_records_progress(tmp_path):
+    assert "wrote" in tinylearn.start("softmax", tmp_path)
+    path = tmp_path / "06_softmax.py"
+    text = path.read_text(encoding="utf-8")
+    assert "def softmax_forward(x, scale=1.0, mask=None):" in text and "raise NotImplementedError" in text
+    assert "already there" in tinylearn.start(6, tmp_path)
+    assert not tinylearn.check(6, folder=tmp_path)
+    written(path, NO_SHIFT)
+    report = tinylearn.check(6, folder=tmp_path)
+    assert report.mistake_names == ["no max shift"]
+    assert json.loads((tmp_path / workfolder.PROGRESS).read_text())["softmax"]["status"] == "failed"
+    written(path, "")
+    path.write_text(path.read_text().replace(NO_SHIFT, FIXED))
+    assert tinylearn.check("softmax", folder=tmp_path)
+    assert "✓  6  softmax" in tinylearn.listing(tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_hints_come_one_more_each_time_and_stop_at_the_last(tmp_path):
+    exercise = tinylearn.find(6)
+    said = [tinylearn.hint(6, tmp_path) for _ in range(len(exercise.hints) + 1)]
+    assert said[0].startswith("Hint 2 of") and exercise.hints[1] in said[0]
+    assert exercise.hints[-1] in said[-1] and said[-1] == said[-2] and "the last one" in said[-1]
+
+
+def test_reset_keeps_the_learners_version_and_forgets_the_progress(tmp_path):
+    tinylearn.start(6, tmp_path)
+    path = tmp_path / "06_softmax.py"
+    written(path, FIXED)
+    assert tinylearn.check(6, folder=tmp_path)
+    tinylearn.reset("softmax", tmp_path)
+    assert "raise NotImplementedError" in path.read_text() and FIXED in (tmp_path / "06_softmax.py.bak").read_text()
+    assert json.loads((tmp_path / workfolder.PROGRESS).read_text())["softmax"] == {"status": "started", "hints": 0}
+
+
+def test_check_from_python_takes_a_function_and_says_what_it_got():
+    report = tinylearn.check("softmax", formula("softmax_forward"))
+    assert report and "python -m tinylearn draw 6" in repr(report)
+    with pytest.raises(TypeError, match="expected your softmax_forward function, got str"):
+        tinylearn.check("softmax", "softmax")
+
+
+def test_solution_shows_the_projects_code_and_why():
+    text = tinylearn.solution(6)
+    assert "def softmax_forward" in text and "_row_max(z)" in text and "Why: " in text
+
+
+def test_check_of_one_exercise_takes_under_ten_seconds_warm():
+    exercise = tinylearn.find("softmax")
+    tinylearn.check(exercise.name, exercise.solution)
+    for exercise in tinylearn.EXERCISES:
+        start = time.perf_counter()
+        assert tinylearn.check(exercise.name, exercise.solution)
+        assert time.perf_counter() - start < 10, exercise.name
+
+
+# ---------------------------------------------------------------- the command line, as a new learner
+def learn(folder, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYGRAD_LITE_")}
+    return subprocess.run([sys.executable, "-m", "tinylearn", *args], cwd=folder, capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.mark.cli
+def test_a_new_learner_fixes_softmax_from_the_command_line(tmp_path):
+    assert "   6  softmax" in learn(tmp_path, "list").stdout
+    assert learn(tmp_path, "start", "6").returncode == 0
+    path = tmp_path / "06_softmax.py"
+    written(path, NO_SHIFT)
+    wrong = learn(tmp_path, "check", "6")
+    assert wrong.returncode == 1 and "The mistake: no max shift — your softmax overflows at x = 1000" in wrong.stdout
+    path.write_text(path.read_text().replace(NO_SHIFT, FIXED))
+    right = learn(tmp_path, "check", "softmax")
+    assert right.returncode == 0 and right.stdout.startswith("✓ 6 softmax"), right.stdout + right.stderr
+    assert "✓  6  softmax" in learn(tmp_path, "list").stdout
+    drawn = learn(tmp_path, "draw", "6", "--out", "mine.svg")
+    assert drawn.returncode == 0 and (tmp_path / "mine.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    unknown = learn(tmp_path, "check", "sofmax")
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "did you mean softmax" in unknown.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["06_softmax.py", "mine.svg", workfolder.PROGRESS]
