@@ -1,7 +1,7 @@
 """The command-line toolkit of `python -m transformer`, `python -m transformer gpt` and
 `python -m viz`: one parser whose mistakes are one line (with "did you mean"), the flags every
 program spells the same way (--debug, --threads, --seed, --out/--resume/--overwrite, --minutes,
---no-compile),
+--no-compile, --explore),
 the checks of the files a command reads and writes, and the run that turns an error into one line.
 """
 from __future__ import annotations
@@ -152,6 +152,23 @@ def compile_chosen(args) -> bool:
     if switched_off(COMPILE_ENV):
         return False
     return args.compile_by_default
+
+
+def add_explore(parser, shown: str) -> None:
+    """--explore (serve the live training page, `shown` saying what it shows) with --host and --port."""
+    parser.add_argument("--explore", action="store_true",
+                        help=f"serve the live page while training ({shown}; alerts) and print its URL; "
+                             "events go to OUT/events.jsonl")
+    parser.add_argument("--host", default="127.0.0.1", help="--explore: address to serve on (default 127.0.0.1)")
+    parser.add_argument("--port", type=non_negative_int, default=0, help="--explore: port (default 0: any free one)")
+
+
+def start_server(serve, folder, host: str, port: int, op: str):
+    """`serve(folder, host, port)` (viz.watch.serve), or a CLIError saying why it cannot serve there."""
+    try:
+        return serve(folder, host, port)
+    except OSError as e:
+        raise CLIError(f"{op}: --explore cannot serve on {host}:{port}: {e.strerror or e}") from None
 
 
 def add_run_flags(parser, default_out: str, held: str) -> None:

@@ -15,6 +15,7 @@ from tinygrad_lite.cli import (
     CLIError,
     OneLineParser,
     add_compile,
+    add_explore,
     add_minutes,
     add_run_flags,
     add_seed,
@@ -32,6 +33,7 @@ from tinygrad_lite.cli import (
     remove_files,
     removed_if_left_empty,
     run_command,
+    start_server,
 )
 from transformer.gpt.cli import DESCRIPTION as GPT_DESCRIPTION
 from transformer.gpt.cli import add_commands as add_gpt_commands
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(sub, common)
     gpt = sub.add_parser("gpt", parents=[common], spell=nanogpt_spelling, description=GPT_DESCRIPTION,
                          help="a GPT from the same blocks: train, sample, eval (python -m transformer gpt --help)")
-    add_gpt_commands(gpt, common, load_plots)
+    add_gpt_commands(gpt, common, load_plots, load_watch)
     sub.add_parser("explain", help="the article, computed: run the walkthrough "
                                   "(flags: --section NAME, --figures DIR, --checkpoint PATH)")
     return p
@@ -138,11 +140,7 @@ def add_train_output_arguments(t) -> None:
     t.add_argument("--save-every", type=non_negative_int, default=None,
                    help="also checkpoint every N steps (0: only at the end of each epoch)")
     t.add_argument("--no-progress", action="store_true")
-    t.add_argument("--explore", action="store_true",
-                   help="serve the live page while training (curves, gradient norms by module, probe "
-                        "translations and attention; alerts) and print its URL; events go to OUT/events.jsonl")
-    t.add_argument("--host", default="127.0.0.1", help="--explore: address to serve on (default 127.0.0.1)")
-    t.add_argument("--port", type=non_negative_int, default=0, help="--explore: port (default 0: any free one)")
+    add_explore(t, "curves, gradient norms by module, probe translations and attention")
 
 
 def add_translate_parser(sub, common) -> None:
@@ -324,13 +322,9 @@ def start_explorer(trainer, args):
     (viz.watch) is served from 127.0.0.1 while it trains. Returns the server."""
     from viz.watch import serve
 
-    from .events import TrainingEvents
-    try:
-        server = serve(trainer.cfg.out, args.host, args.port)
-    except OSError as e:
-        raise CLIError(f"train: --explore cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
-    events = TrainingEvents(trainer, trainer.report)
-    trainer.report, trainer.on_eval = events, events.on_eval(trainer.on_eval)
+    from .events import explore
+    server = start_server(serve, trainer.cfg.out, args.host, args.port, "train")
+    explore(trainer)
     print(f"live page: {server.url} (after the run: python3 -m viz watch {trainer.cfg.out})", flush=True)
     return server
 
@@ -421,6 +415,12 @@ def cmd_eval(args) -> int:
         print(f"{label} ({decoding}): BLEU {r['bleu']:.2f}  chrF {r['chrf']:.2f}  "
               f"exact match {100 * r['exact_match']:.2f}%  ({r['n']} sentences) -> {path}")
     return 0
+
+
+def load_watch():
+    """viz.watch, the live training page of --explore (transformer.gpt.cli may not import viz)."""
+    import viz.watch
+    return viz.watch
 
 
 def load_plots():

@@ -2,12 +2,14 @@
 watch RUN_DIR`): one JSON object a line, appended to OUT/events.jsonl and flushed. A run continued with
 --resume first cuts the file back to its checkpoint's step, as metrics.jsonl, so no step appears twice.
 
-    start   the modules whose gradient norms are followed, the probe sentences, the run's sizes
+    start   the task, the modules whose gradient norms are followed, the probe inputs, the run's sizes
     step    after every step: loss, lr, tokens/s, the gradient norm (before clipping) and its share
             by module (each top-level module, each layer)
-    eval    after every evaluation: the metrics record (train and dev loss, dev BLEU)
-    probe   after every evaluation: the greedy translation of a few dev sentences and its
-            cross-attention (layers x heads x target x source)
+    eval    after every evaluation: the metrics record (train and dev loss, dev BLEU; a GPT's val loss)
+    probe   after every evaluation: what the model makes of a few held-out inputs now, with its
+            attention (layers x heads x target x source): the translator's greedy translations and
+            cross-attention (TranslationProbes), a GPT's greedy continuations and self-attention
+            (transformer.gpt.probes)
     alert   a gradient-norm spike (over SPIKE times the median of the last WINDOW steps), a NaN/Inf
             gradient (naming the modules), a NaN/Inf loss (naming the op, found by anomaly mode) or
             a diverged loss
@@ -28,7 +30,7 @@ import numpy as np
 
 from tinygrad_lite.random import get_rng_state, set_rng_state
 
-from .train import TrainingReport
+from .plugins.report import TrainingReport
 from .translator import for_display
 
 SPIKE, WINDOW, WARMUP = 10.0, 100, 10  # a spike: norm > SPIKE x median of the last WINDOW (>= WARMUP) steps
@@ -37,11 +39,14 @@ PROBES = 3
 
 def module_groups(model) -> dict:
     """Parameter name prefixes the page follows: each top-level module, and each layer of a stack
-    ('encoder.layers.0'), in the model's order -> their parameters."""
+    ('encoder.layers.0', a GPT's 'blocks.0'), in the model's order -> their parameters."""
     groups: dict = {}
     for name, p in model.named_parameters():
         parts = name.split(".")
-        key = ".".join(parts[:3]) if len(parts) > 3 and parts[1] == "layers" else parts[0]
+        if len(parts) > 3 and parts[1] == "layers":
+            key = ".".join(parts[:3])
+        else:
+            key = ".".join(parts[:2]) if len(parts) > 2 and parts[1].isdigit() else parts[0]
         groups.setdefault(key, []).append(p)
     return groups
 
@@ -65,23 +70,39 @@ def short(x) -> float | str:
     return float(f"{x:.6g}") if math.isfinite(x) else str(x)
 
 
+class TranslationProbes:
+    """The translator's side of the page: its sizes, and a few dev sentences (`inputs`) translated
+    greedily with their cross-attention (run)."""
+    task = "translation"
+
+    def __init__(self, trainer, count: int = PROBES):
+        self.trainer = trainer
+        split = trainer.data.splits.get("dev") or trainer.data.splits["train"]
+        self.inputs = [zh for zh, _ in split[:count]]
+
+    def config(self) -> dict:
+        cfg = self.trainer.cfg
+        return {k: getattr(cfg, k) for k in ("d_model", "heads", "layers", "d_ff", "dropout", "label_smoothing",
+                                             "clip", "max_steps", "epochs", "minutes", "seed")}
+
+    def run(self) -> list:
+        return [probe(self.trainer.translator, zh) for zh in self.inputs]
+
+
 class TrainingEvents(TrainingReport):
     """A TrainingReport that appends the run's events to OUT/events.jsonl and passes everything on
-    to `inner` (the progress bar or the printed lines). Wrap the trainer's on_eval with .on_eval()."""
+    to `inner` (the progress bar or the printed lines). Wrap the trainer's on_eval with .on_eval().
+    `probes` is the task's side (default the translator's: TranslationProbes)."""
 
-    def __init__(self, trainer, inner: TrainingReport | None = None, probes: int = PROBES):
+    def __init__(self, trainer, inner: TrainingReport | None = None, probes=None):
         self.trainer, self.inner = trainer, inner or TrainingReport()
+        self.probes = probes or TranslationProbes(trainer)
         self.path = trainer.events_path
         self.groups = module_groups(trainer.model)
         self.recent = deque(maxlen=WINDOW)
-        split = trainer.data.splits.get("dev") or trainer.data.splits["train"]
-        self.probes = [zh for zh, _ in split[:probes]]
         self.file = open(self.path, "a" if trainer.cfg.resume else "w", encoding="utf-8")
-        cfg = trainer.cfg
-        self.emit("start", modules=list(self.groups), probes=self.probes, resumed=cfg.resume,
-                  config={k: getattr(cfg, k) for k in ("d_model", "heads", "layers", "d_ff", "dropout",
-                                                       "label_smoothing", "clip", "max_steps", "epochs",
-                                                       "minutes", "seed")},
+        self.emit("start", task=self.probes.task, modules=list(self.groups), probes=self.probes.inputs,
+                  resumed=trainer.cfg.resume, config=self.probes.config(),
                   parameters=trainer.model.num_parameters())
 
     def emit(self, event: str, **fields) -> None:
@@ -94,7 +115,7 @@ class TrainingEvents(TrainingReport):
         self.inner.step(trainer, loss, tokens_per_s)
         squares = squared_norms(self.groups)
         total = math.sqrt(sum(squares.values()))
-        clipped_from = getattr(trainer, "grad_norm", None) if trainer.cfg.clip else None
+        clipped_from = getattr(trainer, "grad_norm", None)  # (None when the run does not clip)
         scale = clipped_from / total if clipped_from is not None and total > 0 else 1.0  # norms before clipping
         norms = {name: short(scale * math.sqrt(s)) for name, s in squares.items()}
         grad_norm = scale * total
@@ -156,17 +177,25 @@ class TrainingEvents(TrainingReport):
         return after_evaluation
 
     def run_probes(self) -> list:
-        """The probe sentences translated greedily, with their cross-attention, by the model as it is
-        now: in eval mode (no dropout) and with the random state put back afterwards."""
-        model, translator, state = self.trainer.model, self.trainer.translator, get_rng_state()
+        """The probes run by the model as it is now: in eval mode (no dropout) and with the random
+        state put back afterwards, so training takes the same steps."""
+        model, state = self.trainer.model, get_rng_state()
         was_training = model.training
         model.eval()
         try:
-            return [probe(translator, zh) for zh in self.probes]
+            return self.probes.run()
         finally:
             set_rng_state(state)
             if was_training:
                 model.train()
+
+
+def explore(trainer, probes=None) -> TrainingEvents:
+    """--explore: the run's events go to OUT/events.jsonl; the trainer's report and its on_eval (each
+    then passes everything on) are wrapped by them."""
+    events = TrainingEvents(trainer, trainer.report, probes)
+    trainer.report, trainer.on_eval = events, events.on_eval(trainer.on_eval)
+    return events
 
 
 def probe(translator, zh: str) -> dict:

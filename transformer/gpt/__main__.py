@@ -8,6 +8,12 @@ from tinygrad_lite.cli import OneLineParser, common_flags, run_command
 from transformer.gpt.cli import DESCRIPTION, add_commands, nanogpt_spelling
 
 
+def load_watch():
+    """viz.watch, the live training page of --explore (transformer.gpt.cli may not import viz)."""
+    import viz.watch
+    return viz.watch
+
+
 def load_plots():
     """viz.plots, for OUT/loss.png: a CLI may import both packages, transformer.gpt.cli may not import viz."""
     import viz.plots
@@ -16,7 +22,7 @@ def load_plots():
 
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="python -m transformer gpt", description=DESCRIPTION, spell=nanogpt_spelling)
-    add_commands(parser, common_flags(parser), load_plots)
+    add_commands(parser, common_flags(parser), load_plots, load_watch)
     return parser
 
 

@@ -3,7 +3,8 @@ sampled and scored as nanoGPT.
 
 Flags take nanoGPT's names, spelt with dashes (--n-layer 4) or as nanoGPT writes them (--n_layer=4).
 A subcommand is a function add_<name>_parser(sub, common) that sets `run` to its cmd_<name>. The
-loss plot is drawn by viz, which the CLI hands in (`load_plots`): transformer never imports viz.
+loss plot and the live page (--explore) are viz's, which the CLI hands in (`load_plots`,
+`load_watch`): transformer never imports viz.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from transformer.progress import ProgressBar
 from .training import GPTTrainConfig
 
 DEFAULTS = {f.name: f.default for f in fields(GPTTrainConfig)}
-RUN_FILES = ("checkpoint.safetensors", "best.safetensors", "metrics.jsonl", "loss.png")
+RUN_FILES = ("checkpoint.safetensors", "best.safetensors", "metrics.jsonl", "loss.png", "events.jsonl")
 
 
 def default_checkpoint(out: str = DEFAULTS["out"]) -> str:
@@ -35,11 +36,12 @@ def default_checkpoint(out: str = DEFAULTS["out"]) -> str:
 DESCRIPTION = "a GPT from the same blocks, trained, sampled and scored as nanoGPT"
 
 
-def add_commands(parser, common, load_plots) -> None:
+def add_commands(parser, common, load_plots, load_watch) -> None:
     """train, eval and sample under `parser` (python -m transformer gpt); `common` is the parent parser
-    of the global flags, `load_plots` returns viz.plots (for OUT/loss.png)."""
+    of the global flags, `load_plots` returns viz.plots (for OUT/loss.png), `load_watch` viz.watch (the
+    live page of --explore)."""
     sub = parser.add_subparsers(dest="gpt_command", metavar="command", required=True)
-    add_train_parser(sub, common, load_plots)
+    add_train_parser(sub, common, load_plots, load_watch)
     add_eval_parser(sub, common)
     add_sample_parser(sub, common)
 
@@ -53,12 +55,12 @@ def config_flag(parser, name: str, help: str, shown=None, group=None, **kwargs) 
     (group or parser).add_argument(flag, dest=name, default=None, help=f"{help} (default {shown})", **kwargs)
 
 
-def add_train_parser(sub, common, load_plots) -> None:
+def add_train_parser(sub, common, load_plots, load_watch) -> None:
     t = sub.add_parser("train", parents=[common], help="train a GPT (on the built-in text by default)",
                        description="Train a GPT as nanoGPT's train.py does. Without --data it learns the built-in "
                                    "text: the project's own docstrings and docs (transformer.gpt.text).",
                        epilog="nanoGPT's spellings work too: --n_layer=4, --bias=False.")
-    t.set_defaults(run=cmd_train, load_plots=load_plots)
+    t.set_defaults(run=cmd_train, load_plots=load_plots, load_watch=load_watch)
     t.add_argument("--data", help="a UTF-8 text file to learn; the first 90%% trains, the last 10%% validates "
                                   "(default: the built-in text)")
     t.add_argument("--val", help="a validation text file; then all of --data trains")
@@ -69,6 +71,7 @@ def add_train_parser(sub, common, load_plots) -> None:
     config_flag(t, "vocab_size", "the bpe tokenizer's vocabulary size, >= 256", shown="1024 for bpe",
                 type=toolkit.positive_int)
     t.add_argument("--no-progress", action="store_true", help="no progress bar; evaluation lines only")
+    toolkit.add_explore(t, "curves, gradient norms by module, probe prompts continued and their self-attention")
     add_model_flags(t)
     add_optimisation_flags(t)
 
@@ -194,6 +197,7 @@ def cmd_train(args) -> int:
     trainer = GPTTrainer(cfg, TrainingReport() if args.no_progress or not dist.is_main() else IterationBar())
     if args.overwrite and dist.is_main():
         toolkit.remove_files(cfg.out, RUN_FILES[:2] + RUN_FILES[3:])  # (the new run has begun its metrics already)
+    server = start_explorer(trainer, args) if args.explore and dist.is_main() else None
     print_training_header(trainer)
     try:
         with compiling_notice("gpt train") if dist.is_main() else contextlib.nullcontext():
@@ -203,11 +207,27 @@ def cmd_train(args) -> int:
             draw_loss_plot(args.load_plots, trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
         print(f"\n{e}", flush=True)
         return 130
+    finally:
+        if server is not None:
+            server.wait_for_readers()  # an open page reads the run's end, then stops asking
+            server.stop()
     if not dist.is_main():
         return 0
     plot = draw_loss_plot(args.load_plots, trainer.metrics_path, os.path.join(cfg.out, "loss.png"))
     print_training_summary(trainer, summary, plot)
     return 0
+
+
+def start_explorer(trainer, args):
+    """--explore: the run's events go to OUT/events.jsonl (transformer.events, with the GPT's probes),
+    and the live page (viz.watch) is served while it trains. Returns the server."""
+    from transformer.events import explore
+
+    from .probes import TextProbes
+    server = toolkit.start_server(args.load_watch().serve, trainer.cfg.out, args.host, args.port, "gpt train")
+    explore(trainer, TextProbes(trainer))
+    print(f"live page: {server.url} (after the run: python3 -m viz watch {trainer.cfg.out})", flush=True)
+    return server
 
 
 def print_training_header(trainer) -> None:

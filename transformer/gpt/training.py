@@ -52,12 +52,14 @@ from ..plugins.interrupt import CtrlC, Interrupted
 from ..plugins.report import TrainingReport
 from ..plugins.time_limit import TimeLimit
 from ..time_budget import TimeBudget
+from ..training_state import cut_back, size_of
 from .model import FORMAT, GPT, GPTConfig
 from .text_data import TextData, fingerprint, get_batch
 from .tokenizers import tokenizer_from_dict
 from .train_config import PER_INVOCATION, RESUME_FIXED, TRAINING_FORMAT, GPTTrainConfig, GPTTrainingError
 
 BATCHES, EVALUATION = 1, 2                             # the seeded streams besides the engine's
+EVENTS_FILE = "events.jsonl"                           # the live page's log of the run (--explore, transformer.events)
 
 
 def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float:
@@ -211,6 +213,8 @@ class GPTTrainer(Run):
         self.checkpoint_path = os.path.join(cfg.out, "checkpoint.safetensors")
         self.best_path = os.path.join(cfg.out, "best.safetensors")
         self.metrics_path = os.path.join(cfg.out, "metrics.jsonl")
+        self.events_path = os.path.join(cfg.out, EVENTS_FILE)
+        self.on_eval, self.grad_norm = None, None  # after each evaluation: on_eval(metrics_path) (--explore)
         self.iter, self.evaluated_at, self.best_val_loss, self.best_iter = 0, None, math.inf, None
         self.budget, self.window, self.compiled = TimeBudget(cfg.minutes), [0.0, 0], None
         self.budget.closing = 2 if cfg.average > 1 else 1  # the averaged model's evaluation too
@@ -290,6 +294,7 @@ class GPTTrainer(Run):
         self.loss_watch.restore(run)
         if dist.is_main():  # data parallel: rank 0 alone writes files
             self.keep_metrics_until(self.iter)
+            cut_back(self.events_path, int(run.get("events_bytes", 0)))
 
     def keep_metrics_until(self, iteration: int) -> None:
         """Drop the metrics logged after the checkpoint (a run killed between logging and saving)."""
@@ -360,6 +365,7 @@ class GPTTrainer(Run):
 
     def counted(self, stepped) -> None:
         self.window = [self.window[0] + self.time_limit.step_seconds, self.window[1] + 1]
+        self.grad_norm = stepped.grad_norm
         self.report.step(self, stepped.loss, self.tokens_per_s())
 
     def finished(self) -> bool:
@@ -411,6 +417,11 @@ class GPTTrainer(Run):
         self.report.write(f"iter {self.iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
                           f"{'  (best so far)' if best else ''}  lr {record['lr']:.2e}{speed}  "
                           f"{record['elapsed']:.0f} s")
+        if self.on_eval is not None:
+            try:
+                self.on_eval(self.metrics_path)
+            except Exception as e:  # noqa: BLE001  (a page or a plot must never stop training)
+                self.report.write(f"(on_eval: {e})")
         self.budget.note_evaluation(self.budget.clock() - t0)
 
     def try_average(self) -> int | None:
@@ -454,6 +465,7 @@ class GPTTrainer(Run):
             "evaluated_at": self.evaluated_at, "best_val_loss": best, "best_iter": self.best_iter,
             "batch_rng": self.batch_rng.bit_generator.state, "elapsed": self.elapsed(),
             "budget": self.budget.state(), **self.loss_watch.state(), **ranks,
+            "events_bytes": size_of(self.events_path),
             "snapshots": self.averaged.snapshots})
 
     def log(self, record: dict) -> None:

@@ -12,21 +12,27 @@ const num = v => (typeof v === "number" ? v : /inf/i.test(v) ? (String(v)[0] ===
 
 function apply(event) {
   switch (event.type) {
-    case "start": run.start = event; run.modules = event.modules; explainLoss(event.config || {}); break;
+    case "start": run.start = event; run.modules = event.modules; describeTask(event); break;
     case "step": run.steps.push(event); break;
     case "eval": run.evals.push(event); break;
-    case "probe": run.probes = event.probes; run.probeStep = event.step; break;
+    case "probe": run.probes = event.probes.map(shown); run.probeStep = event.step; break;
     case "alert": run.alerts.push(event); break;
     case "status": run.status = event.text; break;
     case "end": run.ended = true; run.end = event; run.status = event.error ? "stopped on an error" : "done"; break;
   }
 }
 
+// A probe as the page shows it: the translator's (zh, en, cross) or a GPT's (input, output, attention).
+const shown = p => ({ zh: p.input ?? p.zh, en: p.output ?? p.en, cross: p.attention ?? p.cross,
+                      source: p.source, target: p.target });
+const heldOut = e => e.dev_loss ?? e.val_loss;  // the translator's dev split, a GPT's val split
+
 function drawCurves() {
-  const steps = run.steps, evals = run.evals.filter(e => e.dev_loss !== undefined || e.train_loss != null);
+  const steps = run.steps, evals = run.evals.filter(e => heldOut(e) !== undefined || e.train_loss != null);
   lineChart($("loss-chart"), [
     { name: "train", color: PALETTE[0], points: steps.map(s => [s.step, num(s.loss)]) },
-    { name: "dev", color: PALETTE[3], dots: true, points: evals.map(e => [e.step, num(e.dev_loss)]) }]);
+    { name: run.start?.task === "language model" ? "val" : "dev", color: PALETTE[3], dots: true,
+      points: evals.map(e => [e.step, num(heldOut(e))]) }]);
   lineChart($("bleu-chart"), [{ name: "BLEU", color: PALETTE[1], dots: true,
                                 points: evals.map(e => [e.step, num(e.dev_bleu)]) }]);
   lineChart($("lr-chart"), [{ name: "lr", color: PALETTE[2], points: steps.map(s => [s.step, num(s.lr)]) }]);
@@ -133,6 +139,22 @@ function finished(text, kind) {
 function duration(seconds) {
   const s = Math.round(num(seconds)), m = Math.floor(s / 60);
   return m ? `${m} min ${s % 60} s` : `${s} s`;
+}
+
+// What the run is: a translator (the page's own words) or a GPT, whose held-out split is "val",
+// which has no BLEU, whose schedule is warm-up then cosine, and whose probes are continued prompts.
+function describeTask(start) {
+  explainLoss(start.config || {});
+  if (start.task !== "language model") return;
+  $("bleu").hidden = true;
+  $("loss-caption").textContent = "train (blue, every step) and val (orange, at each evaluation)";
+  $("loss-explain").textContent = $("loss-explain").textContent.replace("Dev: the whole dev split",
+    "Val: the same random batches of the val split").replaceAll("dev", "val");
+  $("lr-caption").textContent = "linear warm-up, then cosine decay";
+  $("lr-explain").textContent = "The step size the optimizer takes: it rises linearly over the warm-up " +
+    "iterations, then falls along a cosine to its minimum at the run's end.";
+  $("probe-title").textContent = "Probe prompts";
+  $("probe-caption").textContent = "greedy continuation (after →) and self-attention over prompt and continuation";
 }
 
 // The loss chart's line: why dev can sit below train, from this run's own settings.
