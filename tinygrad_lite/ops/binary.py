@@ -48,34 +48,35 @@ class BinaryOps:
     def add(self, other, _reflected=False):
         """Returns self + other elementwise, broadcasting; other may be a Tensor, a number or an
         ndarray, like torch.add."""
-        a, b = self._binary_inputs(other, "add", _reflected)
-        return a._apply(add_op, "add", (a, b), (a.requires_grad, b.requires_grad))
+        return self._broadcast(add_op, "add", other, _reflected)
 
     @_public_signature
     def sub(self, other, _reflected=False):
         """Returns self - other elementwise, broadcasting, like torch.sub."""
-        a, b = self._binary_inputs(other, "sub", _reflected)
-        return a._apply(sub_op, "sub", (a, b), (a.requires_grad, b.requires_grad))
+        return self._broadcast(sub_op, "sub", other, _reflected)
 
     @_public_signature
     def mul(self, other, _reflected=False):
         """Returns self * other elementwise, broadcasting, like torch.mul."""
-        a, b = self._binary_inputs(other, "mul", _reflected)
-        return a._apply(mul_op, "mul", (a, b), (a.requires_grad, b.requires_grad))
+        return self._broadcast(mul_op, "mul", other, _reflected)
 
     @_public_signature
     def div(self, other, _reflected=False):
         """Returns self / other elementwise (true division), broadcasting, like torch.div."""
-        a, b = self._binary_inputs(other, "div", _reflected)
-        return a._apply(div_op, "div", (a, b), (a.requires_grad, b.requires_grad))
+        return self._broadcast(div_op, "div", other, _reflected)
 
     @_public_signature
     def pow(self, exponent, _reflected=False):
         """x ** p for a number p (the common case) or a Tensor exponent (d/dp = x^p · ln x)."""
         if not _reflected and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
             return self._apply(pow_number_op, "pow", (self,), exponent)
-        a, b = self._binary_inputs(exponent, "pow", _reflected)
-        return a._apply(pow_op, "pow", (a, b), (a.requires_grad, b.requires_grad))
+        return self._broadcast(pow_op, "pow", exponent, _reflected)
+
+    def _broadcast(self, op, name: str, other, reflected: bool):
+        """`op` on self and other broadcast together (other on the left if `reflected`); backward
+        computes the gradients of the inputs that need one."""
+        a, b = self._binary_inputs(other, name, reflected)
+        return a._apply(op, name, (a, b), (a.requires_grad, b.requires_grad))
 
     __add__ = add
     __sub__ = sub
