@@ -230,3 +230,193 @@ MUTANTS = {
                          (softmax_backward_no_scale, "the scale forgotten"),
                          (softmax_backward_sign, "the sign flipped")],
 }
+
+
+# ---------------------------------------------------------------- 8 layer norm backward
+def _ln_parts(dy, x, gamma, mean, rstd):
+    xhat = (x - mean) * rstd
+    g = dy if gamma is None else dy * gamma
+    grads = (None, None) if gamma is None else ((dy * xhat).sum(axis=0), dy.sum(axis=0))
+    return xhat, g, grads
+
+
+def layernorm_no_variance_term(dy, x, gamma, mean, rstd):
+    xhat, g, (dgamma, dbeta) = _ln_parts(dy, x, gamma, mean, rstd)
+    return rstd * (g - g.mean(axis=-1, keepdims=True)), dgamma, dbeta
+
+
+def layernorm_no_mean_term(dy, x, gamma, mean, rstd):
+    xhat, g, (dgamma, dbeta) = _ln_parts(dy, x, gamma, mean, rstd)
+    return rstd * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True)), dgamma, dbeta
+
+
+def layernorm_no_gamma(dy, x, gamma, mean, rstd):
+    xhat, _, (dgamma, dbeta) = _ln_parts(dy, x, gamma, mean, rstd)
+    return rstd * (dy - dy.mean(axis=-1, keepdims=True) - xhat * (dy * xhat).mean(axis=-1, keepdims=True)), \
+        dgamma, dbeta
+
+
+def layernorm_params_wrong_axis(dy, x, gamma, mean, rstd):
+    xhat, g, _ = _ln_parts(dy, x, gamma, mean, rstd)
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    return (dx, None, None) if gamma is None else (dx, (dy * xhat).sum(axis=-1), dy.sum(axis=-1))
+
+
+# ---------------------------------------------------------------- 9 dropout
+def dropout_at_eval(x, p, training, rng):
+    if p == 1:
+        return np.zeros_like(x)
+    return x * (rng.random(x.shape) >= p) / (1 - p)
+
+
+def dropout_divides_by_zero(x, p, training, rng):
+    if not training:
+        return x
+    return x * (rng.random(x.shape) >= p) / (1 - p)
+
+
+def dropout_keep_probability(x, p, training, rng):
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return np.zeros_like(x)
+    return x * (rng.random(x.shape) < p) / p
+
+
+def dropout_no_rescale(x, p, training, rng):
+    if not training:
+        return x
+    return x * (rng.random(x.shape) >= p)
+
+
+def dropout_times_keep(x, p, training, rng):
+    if not training:
+        return x
+    return x * (rng.random(x.shape) >= p) * (1 - p)
+
+
+# ---------------------------------------------------------------- 10 cross-entropy
+def _log_softmax(x):
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def _ce(logp, targets, eps, reduce=np.mean):
+    if not len(targets):
+        return 0.0
+    rows = np.arange(len(targets))
+    return float(reduce((1 - eps) * -logp[rows, targets] - eps * logp.mean(axis=1)))
+
+
+def ce_log_of_softmax(logits, targets, label_smoothing):
+    if not len(targets):
+        return 0.0
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return _ce(np.log(e / e.sum(axis=1, keepdims=True)), targets, label_smoothing)
+
+
+def ce_empty_nan(logits, targets, label_smoothing):
+    logp = _log_softmax(logits) if len(targets) else logits
+    rows = np.arange(len(targets))
+    return float(np.mean((1 - label_smoothing) * -logp[rows, targets] - label_smoothing * logp.mean(axis=1)))
+
+
+def ce_no_smoothing(logits, targets, label_smoothing):
+    return _ce(_log_softmax(logits), targets, 0.0) if len(targets) else 0.0
+
+
+def ce_others_only(logits, targets, label_smoothing):
+    if not len(targets):
+        return 0.0
+    logp = _log_softmax(logits)
+    rows, off = np.arange(len(targets)), label_smoothing / (logits.shape[1] - 1)
+    per = -(1 - label_smoothing) * logp[rows, targets] - off * (logp.sum(axis=1) - logp[rows, targets])
+    return float(per.mean())
+
+
+def ce_sum(logits, targets, label_smoothing):
+    return _ce(_log_softmax(logits), targets, label_smoothing, np.sum) if len(targets) else 0.0
+
+
+# ---------------------------------------------------------------- 11 Adam
+def _decay(param, grad, lr, weight_decay, decoupled):
+    if weight_decay and decoupled:
+        param *= 1 - lr * weight_decay
+    elif weight_decay:
+        grad = grad + weight_decay * param
+    return grad
+
+
+def adam_not_in_place(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    grad = _decay(param.copy(), grad, lr, weight_decay, decoupled)
+    exp_avg = beta1 * exp_avg + (1 - beta1) * grad
+    exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+    param = param - lr * (exp_avg / (1 - beta1 ** step)) / (np.sqrt(exp_avg_sq / (1 - beta2 ** step)) + eps)
+
+
+def adam_no_correction(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    grad = _decay(param, grad, lr, weight_decay, decoupled)
+    exp_avg[...] = beta1 * exp_avg + (1 - beta1) * grad
+    exp_avg_sq[...] = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+    param -= lr * exp_avg / (np.sqrt(exp_avg_sq) + eps)
+
+
+def adam_eps_inside(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    grad = _decay(param, grad, lr, weight_decay, decoupled)
+    exp_avg[...] = beta1 * exp_avg + (1 - beta1) * grad
+    exp_avg_sq[...] = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+    param -= lr * (exp_avg / (1 - beta1 ** step)) / np.sqrt(exp_avg_sq / (1 - beta2 ** step) + eps)
+
+
+def adam_step_from_zero(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    grad = _decay(param, grad, lr, weight_decay, decoupled)
+    exp_avg[...] = beta1 * exp_avg + (1 - beta1) * grad
+    exp_avg_sq[...] = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+    t = step - 1
+    param -= lr * (exp_avg / (1 - beta1 ** t)) / (np.sqrt(exp_avg_sq / (1 - beta2 ** t)) + eps)
+
+
+def adam_decay_swapped(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    grad = _decay(param, grad, lr, weight_decay, not decoupled)
+    exp_avg[...] = beta1 * exp_avg + (1 - beta1) * grad
+    exp_avg_sq[...] = beta2 * exp_avg_sq + (1 - beta2) * grad * grad
+    param -= lr * (exp_avg / (1 - beta1 ** step)) / (np.sqrt(exp_avg_sq / (1 - beta2 ** step)) + eps)
+
+
+# ---------------------------------------------------------------- 12 warm-up
+def warmup_max(step, d_model, warmup):
+    return d_model ** -0.5 * max(step ** -0.5, step * warmup ** -1.5)
+
+
+def warmup_wrong_exponent(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
+
+
+def warmup_no_d_model(step, d_model, warmup):
+    return min(step ** -0.5, step * warmup ** -1.5)
+
+
+def warmup_from_zero(step, d_model, warmup):
+    step += 1
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+MUTANTS.update({
+    "layernorm_backward": [(layernorm_no_variance_term, "the mean(g·x̂) term missing"),
+                           (layernorm_no_mean_term, "the mean(g) term missing"),
+                           (layernorm_no_gamma, "gamma left out of dx"),
+                           (layernorm_params_wrong_axis, "dgamma or dbeta summed over the wrong axis")],
+    "dropout": [(dropout_at_eval, "dropout at evaluation time"), (dropout_divides_by_zero, "p = 1 divides by zero"),
+                (dropout_keep_probability, "p taken as the keep probability"), (dropout_no_rescale, "no rescaling"),
+                (dropout_times_keep, "scaled by (1 − p)")],
+    "cross_entropy": [(ce_log_of_softmax, "the log of a softmax that underflowed"),
+                      (ce_empty_nan, "an empty batch gives NaN"), (ce_no_smoothing, "no label smoothing"),
+                      (ce_others_only, "ε spread over the other classes only"),
+                      (ce_sum, "a sum over the batch, not a mean")],
+    "adam_update": [(adam_not_in_place, "not in place"), (adam_no_correction, "no bias correction"),
+                    (adam_eps_inside, "ε inside the square root"),
+                    (adam_step_from_zero, "the bias correction from step 0"),
+                    (adam_decay_swapped, "the weight decays swapped")],
+    "warmup": [(warmup_max, "max instead of min"), (warmup_wrong_exponent, "the warm-up exponent −0.5"),
+               (warmup_no_d_model, "d_model^−0.5 left out"), (warmup_from_zero, "the steps counted from 0")],
+})

@@ -135,6 +135,8 @@ def differs(expected, got, tolerance: float) -> str:
                      if (d := differs(e, g, tolerance))), "")
     if expected is None:
         return "" if got is None else f"expected None, got {show(got, 60)}"
+    if isinstance(expected, str):
+        return "" if got == expected else f"expected {expected!r}, got {show(got, 60)}"
     return _differs_as_numbers(np.asarray(expected), got, tolerance)
 
 
@@ -153,7 +155,7 @@ def _differs_as_numbers(expected: np.ndarray, got, tolerance: float) -> str:
         wrong = np.flatnonzero(expected != got)
     else:
         e, g = expected.astype(np.float64), got.astype(np.float64)
-        close = np.isclose(g, e, rtol=tolerance, atol=tolerance, equal_nan=True)
+        close = np.isclose(g, e, rtol=tolerance, atol=tolerance * 1e-3, equal_nan=True)
         wrong = np.flatnonzero(~close)
     if not wrong.size:
         return ""

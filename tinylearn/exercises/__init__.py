@@ -1,7 +1,7 @@
 """Every exercise, in the reading path's order (docs/reading.md): the scalar floor, the Tensor ops,
-softmax, then the layers, the optimizer and the paper's model."""
+softmax, the layers' ops, the optimizer, then the paper's model."""
 from __future__ import annotations
 
-from . import scalar, softmax, tensor
+from . import layers, optim, scalar, softmax, tensor
 
-EXERCISES = scalar.EXERCISES + tensor.EXERCISES + softmax.EXERCISES
+EXERCISES = scalar.EXERCISES + tensor.EXERCISES + softmax.EXERCISES + layers.EXERCISES + optim.EXERCISES
