@@ -1,11 +1,11 @@
 """`python -m transformer gpt train` on an iteration schedule (--max-iters, --lr-decay-iters, no
 --minutes), killed with SIGKILL after each new checkpoint and continued with --resume, ends bit for
 bit where the uninterrupted run of the same command ends: the weights, both optimizers' moments,
-the run's metadata but for its clock readings, and the metrics log but for its clock readings.
+the run's metadata but for its clock readings, and the metrics log but for its clock readings. One
+process, and two ranks under `mpiexec -n 2` (data parallel) when mpi4py and mpiexec are installed.
 Also: a resumed timed run says what is left of its budget."""
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_tree import find_mpiexec, kill_tree
 
 from tinygrad_lite.checkpoint import load
 
@@ -29,8 +30,17 @@ FLAGS = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "3
 CLOCK_READINGS = {"elapsed", "eval_seconds", "tokens_per_s", "budget"}
 
 
-def command(out, *extra):
-    return [sys.executable, "-m", "transformer", "gpt", "train", "--out", str(out), *FLAGS, *extra]
+@pytest.fixture(params=[1, 2], ids=["1-process", "2-ranks"])
+def launcher(request) -> list:
+    """The command's head: python, or mpiexec -n 2 python."""
+    if request.param == 1:
+        return [sys.executable]
+    pytest.importorskip("psutil")  # to kill mpiexec's whole tree: its proxy and ranks
+    return [find_mpiexec(), "-n", "2", sys.executable]
+
+
+def command(out, *extra, launcher=(sys.executable,)):
+    return [*launcher, "-m", "transformer", "gpt", "train", "--out", str(out), *FLAGS, *extra]
 
 
 def saved_iter(out: Path) -> int:
@@ -47,9 +57,7 @@ def kill_after_the_next_checkpoint(cmd, out: Path) -> bool:
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         if saved_iter(out) > before:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return True
+            return kill_tree(proc)
         time.sleep(0.02)
     assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()[-3000:]
     return False
@@ -67,12 +75,14 @@ def metrics(out: Path) -> list:
             for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_sigkill_then_resume_equals_the_uninterrupted_run(tmp_path):
+def test_sigkill_then_resume_equals_the_uninterrupted_run(tmp_path, launcher):
     whole = tmp_path / "whole"
-    subprocess.run(command(whole), cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=600)
+    subprocess.run(command(whole, launcher=launcher), cwd=ROOT, env=ENV, check=True, capture_output=True,
+                   timeout=600)
     killed = tmp_path / "killed"
     kills = 0
-    while kill_after_the_next_checkpoint(command(killed, *(["--resume"] if kills else [])), killed):
+    while kill_after_the_next_checkpoint(command(killed, *(["--resume"] if kills else []), launcher=launcher),
+                                         killed):
         kills += 1
         assert load(killed / "checkpoint.safetensors")  # every checkpoint a kill leaves loads
     assert kills >= 3, "the run must have been killed several times along the way"

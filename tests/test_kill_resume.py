@@ -11,12 +11,9 @@ One process always; two ranks under `mpiexec -n 2` when mpi4py and mpiexec are i
 kill then reaches mpiexec, its proxy and both ranks). The kills' delays are seeded, but what they
 hit depends on the machine's speed; the assertions hold whatever they hit. The runs are bounded by
 --max-steps: a --minutes run stops where the clock says, which no resume can reproduce."""
-import contextlib
-import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_tree import find_mpiexec, kill_tree
 
 from tinygrad_lite.checkpoint import load
 from transformer.translator import Translator
@@ -41,15 +39,6 @@ STEPS = {1: 60, 2: 30}  # two ranks take two batches a step
 KILLS = 10
 SAVE_PAUSE = 0.2
 CLOCK_READINGS = {"seconds", "eval_seconds", "cpu_seconds", "tokens_per_s"}
-
-
-def find_mpiexec():
-    if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("mpi4py is not installed (pip install -e '.[distributed]')")
-    exe = shutil.which("mpiexec", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
-    if exe is None:
-        pytest.skip("no mpiexec found (pip install mpich)")
-    return exe
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-process", "2-ranks"])
@@ -183,37 +172,6 @@ def test_a_resumed_run_removes_only_the_temporary_files_of_its_own_writes(tmp_pa
 
 def hidden_files(out: Path) -> list:
     return sorted(name for name in os.listdir(out) if name.startswith("."))
-
-
-def kill_tree(proc: subprocess.Popen) -> bool:
-    """SIGKILL the process and everything it started (mpiexec: its proxy and the ranks); False if it
-    had already ended. The family is frozen first (SIGSTOP) until no new member appears, so no
-    rank started a moment before the kill outlives it."""
-    if proc.poll() is not None:
-        return False
-    if importlib.util.find_spec("psutil") is None:  # one process (two ranks need psutil)
-        proc.kill()
-        proc.wait(timeout=60)
-        return True
-    import psutil
-    family, found = {}, {proc.pid: psutil.Process(proc.pid)}
-    while found:
-        family.update(found)
-        for member in found.values():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                member.suspend()
-        children = {}
-        for member in list(family.values()):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                children.update((child.pid, child) for child in member.children(recursive=True))
-        found = {pid: child for pid, child in children.items() if pid not in family}
-    for member in family.values():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.kill()
-    assert proc.wait(timeout=60) == -signal.SIGKILL
-    _, alive = psutil.wait_procs(list(family.values()), timeout=30)
-    assert not alive, f"still running after SIGKILL: {alive}"
-    return True
 
 
 def wait_for_a_write(out: Path, proc: subprocess.Popen, skip: int, seconds: float = 300) -> bool:
