@@ -420,3 +420,120 @@ MUTANTS.update({
     "warmup": [(warmup_max, "max instead of min"), (warmup_wrong_exponent, "the warm-up exponent −0.5"),
                (warmup_no_d_model, "d_model^−0.5 left out"), (warmup_from_zero, "the steps counted from 0")],
 })
+
+
+# ---------------------------------------------------------------- 13 attention
+def attention_no_scale(q, k, v, mask=None):
+    return (q @ k.transpose(-2, -1)).softmax(-1, mask=mask) @ v
+
+
+def attention_over_d_k(q, k, v, mask=None):
+    return (q @ k.transpose(-2, -1) / q.shape[-1]).softmax(-1, mask=mask) @ v
+
+
+def attention_over_queries(q, k, v, mask=None):
+    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-2, mask=mask) @ v
+
+
+def attention_mask_ignored(q, k, v, mask=None):
+    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1) @ v
+
+
+def attention_k_not_transposed(q, k, v, mask=None):
+    return (q @ k / math.sqrt(q.shape[-1])).softmax(-1, mask=mask) @ v
+
+
+# ---------------------------------------------------------------- 14 split heads
+def split_straight(x, h):
+    B, T, d = x.shape
+    return x.reshape(B, h, T, d // h)
+
+
+def split_not_transposed(x, h):
+    B, T, d = x.shape
+    return x.reshape(B, T, h, d // h)
+
+
+def split_round_robin(x, h):
+    B, T, d = x.shape
+    return x.reshape(B, T, d // h, h).transpose(0, 3, 1, 2)
+
+
+def split_wrong_transpose(x, h):
+    B, T, d = x.shape
+    return x.reshape(B, T, h, d // h).transpose(0, 2, 3, 1)
+
+
+# ---------------------------------------------------------------- 15 causal mask
+def causal_strict(size):
+    return np.tril(np.ones((size, size), dtype=bool), -1)[None, None]
+
+
+def causal_upper(size):
+    return np.triu(np.ones((size, size), dtype=bool))[None, None]
+
+
+def causal_true_masked(size):
+    return np.triu(np.ones((size, size), dtype=bool), 1)[None, None]
+
+
+def causal_no_axes(size):
+    return np.tril(np.ones((size, size), dtype=bool))
+
+
+def causal_floats(size):
+    return np.tril(np.ones((size, size)))[None, None]
+
+
+# ---------------------------------------------------------------- 16 positional encoding
+def _angles(length, d_model, start=0):
+    return np.arange(start, start + length)[:, None] / 10000.0 ** (np.arange(0, d_model, 2) / d_model)
+
+
+def pe_swapped(length, d_model):
+    table, angles = np.zeros((length, d_model)), _angles(length, d_model)
+    table[:, 0::2], table[:, 1::2] = np.cos(angles), np.sin(angles[:, :d_model // 2])
+    return table
+
+
+def pe_per_column(length, d_model):
+    angles = np.arange(length)[:, None] / 10000.0 ** (np.arange(d_model) / d_model)
+    table = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, 1::2])
+    return table
+
+
+def pe_from_one(length, d_model):
+    table, angles = np.zeros((length, d_model)), _angles(length, d_model, 1)
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles[:, :d_model // 2])
+    return table
+
+
+def pe_all_sines(length, d_model):
+    table, angles = np.zeros((length, d_model)), _angles(length, d_model)
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.sin(angles[:, :d_model // 2])
+    return table
+
+
+def pe_odd_fails(length, d_model):
+    table, angles = np.zeros((length, d_model)), _angles(length, d_model)
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    return table
+
+
+MUTANTS.update({
+    "attention": [(attention_no_scale, "no √d_k"), (attention_over_d_k, "divided by d_k, not √d_k"),
+                  (attention_over_queries, "the softmax over the queries"),
+                  (attention_mask_ignored, "the mask ignored"), (attention_k_not_transposed, "k not transposed")],
+    "split_heads": [(split_straight, "reshaped straight to (B, h, T, d_k)"),
+                    (split_not_transposed, "the heads left after the positions"),
+                    (split_round_robin, "features dealt out in turn"),
+                    (split_wrong_transpose, "positions and features swapped")],
+    "causal_mask": [(causal_strict, "the diagonal masked"), (causal_upper, "the future allowed"),
+                    (causal_true_masked, "True = masked"), (causal_no_axes, "no broadcast axes"),
+                    (causal_floats, "numbers, not booleans")],
+    "positional_encoding": [(pe_swapped, "sin and cos swapped"),
+                            (pe_per_column, "a frequency per column, not per pair"),
+                            (pe_from_one, "positions from 1"), (pe_all_sines, "sines everywhere"),
+                            (pe_odd_fails, "an odd d_model fails")],
+})

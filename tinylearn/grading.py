@@ -43,6 +43,7 @@ def grade(exercise: Exercise, fn) -> Report:
     with plain(), warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         cases = exercise.cases()
+        failures = []
         for index, case in enumerate(cases, 1):
             expected = exercise.call(exercise.solution, case)
             try:
@@ -53,8 +54,10 @@ def grade(exercise: Exercise, fn) -> Report:
                 got = error
             difference = differs(expected, got, exercise.tolerance)
             if difference:
-                where = f"input {index} of {len(cases)}: {case.label}"
-                return _failed(exercise, where, expected, got, difference, _spotted(exercise, case, expected, got))
+                failures.append((f"input {index} of {len(cases)}: {case.label}", case, expected, got, difference))
+        if failures:
+            where, case, expected, got, difference = failures[0]
+            return _failed(exercise, where, expected, got, difference, _spotted(exercise, failures))
         for check in exercise.checks:
             try:
                 failure = check.run(fn)
@@ -71,15 +74,23 @@ def grade(exercise: Exercise, fn) -> Report:
     return Report(exercise, True, "\n".join(lines))
 
 
-def _spotted(exercise, case, expected, got) -> tuple:
-    """The first of the exercise's mistakes (listed most specific first) that this failure looks like."""
-    for mistake in exercise.mistakes:
-        try:
-            if mistake.spots(case, expected, got):
-                return (mistake,)
-        except Exception:  # a detector that cannot read this output does not match it
-            continue
-    return ()
+def _spots(mistake, case, expected, got) -> bool:
+    try:
+        return bool(mistake.spots(case, expected, got))
+    except Exception:  # a detector that cannot read this output does not match it
+        return False
+
+
+def _spotted(exercise, failures) -> tuple:
+    """The mistake the first failure looks like: of those that spot it (listed most specific first), the
+    first that also spots the later failures it can tell apart (a 1 × 1 causal mask cannot tell a masked
+    diagonal from an inverted mask; a 3 × 3 one can)."""
+    _, case, expected, got, _ = failures[0]
+    candidates = [m for m in exercise.mistakes if _spots(m, case, expected, got)]
+    for _, case, expected, got, _ in failures[1:]:
+        narrower = [m for m in candidates if _spots(m, case, expected, got)]
+        candidates = narrower or candidates
+    return tuple(candidates[:1])
 
 
 def _not_written(exercise) -> Report:

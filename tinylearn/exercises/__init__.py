@@ -2,6 +2,7 @@
 softmax, the layers' ops, the optimizer, then the paper's model."""
 from __future__ import annotations
 
-from . import layers, optim, scalar, softmax, tensor
+from . import layers, model, optim, scalar, softmax, tensor
 
-EXERCISES = scalar.EXERCISES + tensor.EXERCISES + softmax.EXERCISES + layers.EXERCISES + optim.EXERCISES
+EXERCISES = (scalar.EXERCISES + tensor.EXERCISES + softmax.EXERCISES + layers.EXERCISES + optim.EXERCISES
+             + model.EXERCISES)
