@@ -537,3 +537,82 @@ MUTANTS.update({
                             (pe_from_one, "positions from 1"), (pe_all_sines, "sines everywhere"),
                             (pe_odd_fails, "an odd d_model fails")],
 })
+
+
+# ---------------------------------------------------------------- 17 greedy decoding
+def _greedy(decode_step, batch, bos_id, eos_id, pad_id, max_len, feed_all=False, shift=0, pad=True, score_all=False,
+            stop_any=False, stop=True):
+    prefix, done, score = np.full((batch, 1), bos_id), np.zeros(batch, bool), np.zeros(batch)
+    for _ in range(max_len):
+        tokens = prefix if feed_all else prefix[:, -1:]
+        logp = decode_step(tokens, prefix.shape[1] - 1 + shift)
+        nxt = logp.argmax(axis=-1)
+        score += logp[np.arange(batch), nxt] * (1 if score_all else ~done)
+        if pad:
+            nxt = np.where(done, pad_id, nxt)
+        prefix = np.concatenate([prefix, nxt[:, None]], axis=1)
+        done = done | (nxt == eos_id)
+        if stop and (done.any() if stop_any else done.all()):
+            break
+    return prefix[:, 1:], score
+
+
+def greedy_feeds_prefix(*args):
+    return _greedy(*args, feed_all=True)
+
+
+def greedy_position_plus_one(*args):
+    return _greedy(*args, shift=1)
+
+
+def greedy_no_pad(*args):
+    return _greedy(*args, pad=False)
+
+
+def greedy_scores_after_eos(*args):
+    return _greedy(*args, score_all=True)
+
+
+def greedy_stops_at_first(*args):
+    return _greedy(*args, stop_any=True)
+
+
+def greedy_never_stops(*args):
+    return _greedy(*args, stop=False)
+
+
+# ---------------------------------------------------------------- 18 beam step
+def _ranked(scores, logp, beam_size, values, descending=True, divisor=None):
+    order = np.argsort(-values.reshape(-1) if descending else values.reshape(-1), kind="stable")[:beam_size]
+    rows, tokens = np.divmod(order, divisor or logp.shape[1])
+    return rows, tokens, (scores[:, None] + logp).reshape(-1)[order]
+
+
+def beam_by_new_token(scores, logp, beam_size):
+    return _ranked(scores, logp, beam_size, logp)
+
+
+def beam_per_row(scores, logp, beam_size):
+    total = scores[:, None] + logp
+    best = total.argmax(axis=1)
+    rows = np.argsort(-total[np.arange(len(scores)), best], kind="stable")[:beam_size]
+    return rows, best[rows], total[rows, best[rows]]
+
+
+def beam_worst_first(scores, logp, beam_size):
+    return _ranked(scores, logp, beam_size, scores[:, None] + logp, descending=False)
+
+
+def beam_divmod_by_rows(scores, logp, beam_size):
+    return _ranked(scores, logp, beam_size, scores[:, None] + logp, divisor=max(len(scores), 1))
+
+
+MUTANTS.update({
+    "greedy_decode": [(greedy_feeds_prefix, "the whole prefix fed again"),
+                      (greedy_position_plus_one, "positions off by one"), (greedy_no_pad, "no padding after <eos>"),
+                      (greedy_scores_after_eos, "scores counted after <eos>"),
+                      (greedy_stops_at_first, "a stop at the first <eos>"), (greedy_never_stops, "no early stop")],
+    "beam_step": [(beam_by_new_token, "ranked by the new token alone"),
+                  (beam_per_row, "the best token of each row only"), (beam_worst_first, "the worst first"),
+                  (beam_divmod_by_rows, "row and token from the wrong divisor")],
+})

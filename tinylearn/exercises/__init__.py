@@ -2,7 +2,7 @@
 softmax, the layers' ops, the optimizer, then the paper's model."""
 from __future__ import annotations
 
-from . import layers, model, optim, scalar, softmax, tensor
+from . import decoding, layers, model, optim, scalar, softmax, tensor
 
 EXERCISES = (scalar.EXERCISES + tensor.EXERCISES + softmax.EXERCISES + layers.EXERCISES + optim.EXERCISES
-             + model.EXERCISES)
+             + model.EXERCISES + decoding.EXERCISES)
