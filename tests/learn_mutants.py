@@ -368,6 +368,13 @@ def adam_eps_inside(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, wei
     param -= lr * (exp_avg / (1 - beta1 ** step)) / np.sqrt(exp_avg_sq / (1 - beta2 ** step) + eps)
 
 
+def adam_v_from_g(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    grad = _decay(param, grad, lr, weight_decay, decoupled)
+    exp_avg[...] = beta1 * exp_avg + (1 - beta1) * grad
+    exp_avg_sq[...] = beta2 * exp_avg_sq + (1 - beta2) * grad
+    param -= lr * (exp_avg / (1 - beta1 ** step)) / (np.sqrt(exp_avg_sq / (1 - beta2 ** step)) + eps)
+
+
 def adam_step_from_zero(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, step):
     grad = _decay(param, grad, lr, weight_decay, decoupled)
     exp_avg[...] = beta1 * exp_avg + (1 - beta1) * grad
@@ -414,7 +421,7 @@ MUTANTS.update({
                       (ce_others_only, "ε spread over the other classes only"),
                       (ce_sum, "a sum over the batch, not a mean")],
     "adam_update": [(adam_not_in_place, "not in place"), (adam_no_correction, "no bias correction"),
-                    (adam_eps_inside, "ε inside the square root"),
+                    (adam_eps_inside, "ε inside the square root"), (adam_v_from_g, "v from g, not g²"),
                     (adam_step_from_zero, "the bias correction from step 0"),
                     (adam_decay_swapped, "the weight decays swapped")],
     "warmup": [(warmup_max, "max instead of min"), (warmup_wrong_exponent, "the warm-up exponent −0.5"),
@@ -437,6 +444,11 @@ def attention_over_queries(q, k, v, mask=None):
 
 def attention_mask_ignored(q, k, v, mask=None):
     return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1) @ v
+
+
+def attention_mask_inverted(q, k, v, mask=None):
+    mask = None if mask is None else ~np.asarray(mask)
+    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1, mask=mask) @ v
 
 
 def attention_k_not_transposed(q, k, v, mask=None):
@@ -524,7 +536,8 @@ def pe_odd_fails(length, d_model):
 MUTANTS.update({
     "attention": [(attention_no_scale, "no √d_k"), (attention_over_d_k, "divided by d_k, not √d_k"),
                   (attention_over_queries, "the softmax over the queries"),
-                  (attention_mask_ignored, "the mask ignored"), (attention_k_not_transposed, "k not transposed")],
+                  (attention_mask_ignored, "the mask ignored"), (attention_mask_inverted, "the mask inverted"),
+                  (attention_k_not_transposed, "k not transposed")],
     "split_heads": [(split_straight, "reshaped straight to (B, h, T, d_k)"),
                     (split_not_transposed, "the heads left after the positions"),
                     (split_round_robin, "features dealt out in turn"),
