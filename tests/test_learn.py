@@ -123,6 +123,29 @@ def test_check_from_python_takes_a_function_and_says_what_it_got():
         tinylearn.check("softmax", "softmax")
 
 
+DRAWN = {"mul": "*", "tanh": "tanh", "softmax": "softmax (masked)", "softmax_backward": "softmax (masked)",
+         "layernorm_backward": "layer_norm", "attention": "softmax (masked)"}
+
+
+def test_the_exercises_with_a_picture_are_the_ops_of_a_graph():
+    assert sorted(e.name for e in tinylearn.EXERCISES if e.draw is not None) == sorted(DRAWN)
+    with pytest.raises(ValueError, match="exercise 12 \\(warmup\\) has no backward graph"):
+        tinylearn.draw("warmup", fn=abs)
+
+
+@pytest.mark.parametrize("name", sorted(DRAWN))
+def test_draw_shows_the_learners_op_in_the_backward_graph(name, tmp_path):
+    exercise = tinylearn.find(name)
+    calls = []
+
+    def mine(*args, **kwargs):
+        calls.append(1)
+        return exercise.solution(*args, **kwargs)
+    path = tinylearn.draw(name, tmp_path / "mine.svg", fn=mine)
+    text = path.read_text(encoding="utf-8")
+    assert calls and text.lstrip().startswith(("<?xml", "<svg")) and f">{DRAWN[name]}" in text.replace("&#160;", " ")
+
+
 def test_solution_shows_the_projects_code_and_why():
     text = tinylearn.solution(6)
     assert "def softmax_forward" in text and "_row_max(z)" in text and "Why: " in text

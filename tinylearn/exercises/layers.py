@@ -13,6 +13,7 @@ from tinygrad_lite.nn.functional import cross_entropy
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, finite
+from ..pictures import draw_substituted, weighted_sum
 from .copy_task import copy_task_check
 
 PROJECT_LAYERNORM_BACKWARD = formula("layernorm_backward")
@@ -109,6 +110,9 @@ LAYER_NORM_BACKWARD = Exercise(
     checks=(Check("the gradient check against finite differences", _layer_norm_gradient_check),
             Check("the end-to-end run (a Transformer learns to copy with your layer norm backward)",
                   lambda fn: copy_task_check(substitute("layernorm_backward", fn)))),
+    draw=lambda fn, path: draw_substituted("layernorm_backward", fn, path, lambda rng: weighted_sum(
+        Tensor(rng.standard_normal((2, 4)), requires_grad=True).layer_norm(
+            4, Tensor(np.ones(4), requires_grad=True), Tensor(np.zeros(4), requires_grad=True)), rng)),
 )
 
 

@@ -12,6 +12,7 @@ from transformer.positional_encoding import sinusoidal_table
 
 from ..exercise import Case, Exercise, Mistake
 from ..grading import close
+from ..pictures import draw_tensor_function, weighted_sum
 
 
 def _rng():
@@ -109,7 +110,14 @@ ATTENTION = Exercise(
         Mistake("k not transposed", "q·kᵀ pairs each query with each key: k.transpose(-2, -1).",
                 lambda c, e, g: isinstance(g, ValueError) and "matmul" in str(g)),
     ),
+    draw=lambda fn, path: draw_tensor_function(fn, path, draw_attention),
 )
+
+
+def draw_attention(fn, rng):
+    """Σ w·attention(q, k, v) under the causal mask, q, k, v (3, 4) leaves, with the learner's attention."""
+    q, k, v = (Tensor(rng.standard_normal((3, 4)), requires_grad=True) for _ in range(3))
+    return weighted_sum(fn(q, k, v, causal_mask(3)[0, 0]), rng)
 
 
 def split_cases():

@@ -8,6 +8,7 @@ from tinygrad_lite.scalar import Value
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close
+from ..pictures import draw_value_op
 from .scalar_runs import order_summary, reference_order, xor_check
 
 SCALAR_IMPORTS = "from tinygrad_lite.scalar import Value\n"
@@ -67,6 +68,7 @@ MUL = Exercise(
                 lambda c, e, g: "number" in c.tags and isinstance(g, (AttributeError, TypeError))),
     ),
     checks=(Check("XOR trained with your product", lambda fn: xor_check(mul=fn)),),
+    draw=lambda fn, path: draw_value_op(lambda x, w: fn(x, w).tanh(), path),
 )
 
 
@@ -113,6 +115,7 @@ TANH = Exercise(
                 lambda c, e, g: g["inputs"] == 0),
     ),
     checks=(Check("XOR trained with your tanh", lambda fn: xor_check(tanh=fn)),),
+    draw=lambda fn, path: draw_value_op(lambda x, w: fn(x * w + 1.0), path),
 )
 
 

@@ -7,11 +7,11 @@ import numpy as np
 
 from tinygrad_lite import Tensor
 from tinygrad_lite.dispatch import formula, substitute
-from tinygrad_lite.fast import plain
 from tinygrad_lite.gradcheck import numerical_gradient
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, finite
+from ..pictures import draw_substituted, weighted_sum
 from .copy_task import copy_task_check
 
 PROJECT_SOFTMAX = formula("softmax_forward")
@@ -192,16 +192,10 @@ SOFTMAX_BACKWARD = Exercise(
 
 
 def draw_softmax(fn, path, op):
-    """The backward graph of one attention-sized softmax step, run with the learner's op."""
-    from viz.graph import render
-
-    rng = _rng()
-    scores = Tensor(rng.standard_normal((2, 4)), requires_grad=True)
+    """The backward graph of a masked softmax of attention scores, run with the learner's op."""
     mask = np.tril(np.ones((2, 4), dtype=bool), 2)
-    with plain(), substitute(op, fn):
-        loss = (scores.softmax(-1, mask=mask) * Tensor(rng.standard_normal((2, 4)))).sum()
-        loss.backward()
-    return render(loss, path)
+    return draw_substituted(op, fn, path, lambda rng: weighted_sum(
+        Tensor(rng.standard_normal((2, 4)), requires_grad=True).softmax(-1, mask=mask), rng))
 
 
 EXERCISES = (SOFTMAX, SOFTMAX_BACKWARD)
