@@ -183,4 +183,9 @@ def test_a_new_learner_fixes_softmax_from_the_command_line(tmp_path):
     assert drawn.returncode == 0 and (tmp_path / "mine.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
     unknown = learn(tmp_path, "check", "sofmax")
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "did you mean softmax" in unknown.stderr
+    not_started = learn(tmp_path, "check", "7")
+    assert not_started.returncode == 2 and not_started.stderr.count("\n") == 1
+    assert "run `python -m tinylearn start 7` first" in not_started.stderr
+    assert "Hint 2 of 4" in learn(tmp_path, "hint", "softmax").stdout
+    assert "def softmax_forward" in learn(tmp_path, "solution", "6").stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["06_softmax.py", "mine.svg", workfolder.PROGRESS]
