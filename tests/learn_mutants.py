@@ -451,6 +451,13 @@ def attention_mask_inverted(q, k, v, mask=None):
     return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1, mask=mask) @ v
 
 
+def attention_large_negative(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~np.broadcast_to(mask, scores.shape), -1e9)
+    return scores.softmax(-1) @ v
+
+
 def attention_k_not_transposed(q, k, v, mask=None):
     return (q @ k / math.sqrt(q.shape[-1])).softmax(-1, mask=mask) @ v
 
@@ -537,6 +544,7 @@ MUTANTS.update({
     "attention": [(attention_no_scale, "no √d_k"), (attention_over_d_k, "divided by d_k, not √d_k"),
                   (attention_over_queries, "the softmax over the queries"),
                   (attention_mask_ignored, "the mask ignored"), (attention_mask_inverted, "the mask inverted"),
+                  (attention_large_negative, "masked with a large negative number, not −inf"),
                   (attention_k_not_transposed, "k not transposed")],
     "split_heads": [(split_straight, "reshaped straight to (B, h, T, d_k)"),
                     (split_not_transposed, "the heads left after the positions"),

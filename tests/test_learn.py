@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,3 +190,11 @@ def test_a_new_learner_fixes_softmax_from_the_command_line(tmp_path):
     assert "Hint 2 of 4" in learn(tmp_path, "hint", "softmax").stdout
     assert "def softmax_forward" in learn(tmp_path, "solution", "6").stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["06_softmax.py", "mine.svg", workfolder.PROGRESS]
+
+
+def test_docs_learn_lists_every_exercise_with_the_mistakes_it_names():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "learn.md").read_text(encoding="utf-8")
+    for exercise in tinylearn.EXERCISES:
+        row = next((line for line in doc.splitlines() if line.startswith(f"| {exercise.number} | `{exercise.name}` |")),
+                   "")
+        assert row.endswith(" | " + "; ".join(m.name for m in exercise.mistakes) + " |"), exercise.name

@@ -52,11 +52,11 @@ def call_attention(fn, case):
     return (out.data, *(t.grad for t in leaves))
 
 
-def plain_attention(q, k, v, mask=None, scale=None, axis=-1):
+def plain_attention(q, k, v, mask=None, scale=None, axis=-1, fill=-np.inf):
     """Eq. 1 in NumPy with one part changeable (for the detectors)."""
     scores = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
     if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
+        scores = np.where(mask, scores, fill)
     top = np.max(scores, axis=axis, keepdims=True) if scores.size else scores
     e = np.exp(scores - np.where(np.isneginf(top), 0, top))
     total = e.sum(axis=axis, keepdims=True)
@@ -107,6 +107,10 @@ ATTENTION = Exercise(
         Mistake("the mask ignored", "pass the mask to the softmax: scores.softmax(-1, mask=mask).",
                 lambda c, e, g: "mask" in c.tags and _out_as_if(mask=None)(c, e, g)),
         Mistake("the mask inverted", "True means may attend.", _inverted),
+        Mistake("masked with a large negative number, not −inf", "a query whose keys are all masked then "
+                "averages every value instead of attending to nothing: pass the mask to softmax (it adds −inf "
+                "and gives such a query zeros).",
+                lambda c, e, g: "masked row" in c.tags and _out_as_if(fill=-1e9)(c, e, g)),
         Mistake("k not transposed", "q·kᵀ pairs each query with each key: k.transpose(-2, -1).",
                 lambda c, e, g: isinstance(g, ValueError) and "matmul" in str(g)),
     ),
