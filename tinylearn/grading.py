@@ -4,6 +4,7 @@ differences in float64, an end-to-end run). The first failure is reported with i
 value against the learner's, and the known mistake it looks like, with that mistake's hint."""
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ def grade(exercise: Exercise, fn) -> Report:
         for index, case in enumerate(cases, 1):
             expected = exercise.call(exercise.solution, case)
             try:
-                got = exercise.call(fn, case)
+                got = exercise.call(fn, copy.deepcopy(case))  # a learner's in-place edit stays in its copy
             except NotImplementedError:
                 return _not_written(exercise)
             except Exception as error:  # the learner's code raised: that is the answer to grade

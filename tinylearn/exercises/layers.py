@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import tinygrad_lite as tl
 from tinygrad_lite import Tensor
 from tinygrad_lite.dispatch import formula, substitute
 from tinygrad_lite.gradcheck import numerical_gradient
@@ -14,6 +15,7 @@ from tinygrad_lite.nn.functional import cross_entropy
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, finite
 from ..pictures import draw_substituted, weighted_sum
+from . import random_shapes
 from .copy_task import copy_task_check
 
 PROJECT_LAYERNORM_BACKWARD = formula("layernorm_backward")
@@ -35,6 +37,9 @@ def layer_norm_cases():
         x = rng.standard_normal(shape) + (1000.0 if "offset" in tags else 0.0)
         gamma, beta = (rng.standard_normal(shape[-1]), rng.standard_normal(shape[-1])) if affine else (None, None)
         cases.append(Case(label, (x, gamma, beta, rng.standard_normal(shape)), tags=frozenset(tags)))
+    for shape in random_shapes.shapes(8, ndims=(2, 3), sizes=(1, 6)):
+        x, gamma, beta = rng.standard_normal(shape) * 3, rng.standard_normal(shape[-1]), rng.standard_normal(shape[-1])
+        cases.append(Case(f"a random x {shape}, with gamma and beta", (x, gamma, beta, rng.standard_normal(shape))))
     return cases
 
 
@@ -148,7 +153,8 @@ def describe_dropout(fn, case) -> dict:
 
 
 def project_dropout(x, p, training, rng):
-    """The engine's Dropout module on x (its own random stream: only the statistics are compared)."""
+    """The engine's Dropout module on x (its own random stream, seeded: only the statistics are compared)."""
+    tl.manual_seed(0)
     layer = Dropout(p)
     layer.train(training)
     return layer(Tensor(x)).data

@@ -13,6 +13,7 @@ from transformer.positional_encoding import sinusoidal_table
 from ..exercise import Case, Exercise, Mistake
 from ..grading import close
 from ..pictures import draw_tensor_function, weighted_sum
+from . import random_shapes
 
 
 def _rng():
@@ -37,7 +38,19 @@ def attention_cases():
                  ("mask",)),
             case("q (2, 1, 4), k, v (2, 3, 4): the second query's keys all masked", (2, 1, 4), (2, 3, 4), (2, 3, 4),
                  empty_row, ("mask", "masked row")),
-            case("heads: q (2, 2, 3, 4), k (2, 2, 5, 4), v (2, 2, 5, 6)", (2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 6))]
+            case("heads: q (2, 2, 3, 4), k (2, 2, 5, 4), v (2, 2, 5, 6)", (2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 6))] + [
+            case(f"random shapes q {q}, k {k}, v {v}" + (", masked" if mask is not None else ""), q, k, v, mask,
+                 ("mask",) if mask is not None else ()) for q, k, v, mask in random_attention_shapes()]
+
+
+def random_attention_shapes():
+    """(q, k, v shapes, a mask or None) for random batch dims, lengths and widths."""
+    rng, found = random_shapes.rng_for(13), []
+    for i, batch in enumerate(random_shapes.shapes(13, ndims=(1, 2), sizes=(1, 3))):
+        t_q, t_k, d_k, d_v = (int(n) for n in rng.integers(1, 6, 4))
+        mask = rng.random((t_q, t_k)) > 0.3 if i % 2 else None
+        found.append((batch + (t_q, d_k), batch + (t_k, d_k), batch + (t_k, d_v), mask))
+    return found
 
 
 def call_attention(fn, case):

@@ -12,6 +12,7 @@ from tinygrad_lite.gradcheck import numerical_gradient
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, finite
 from ..pictures import draw_substituted, weighted_sum
+from . import random_shapes
 from .copy_task import copy_task_check
 
 PROJECT_SOFTMAX = formula("softmax_forward")
@@ -39,7 +40,21 @@ def softmax_inputs():
             ("x (2, 3) with an additive mask (−inf = masked)", rng.standard_normal((2, 3)), 1.0, additive,
              {"mask", "additive"}),
             ("x (2, 3, 5), scale 3, a (3, 5) mask broadcast over the batch", rng.standard_normal((2, 3, 5)), 3.0,
-             rng.random((3, 5)) > 0.3, {"mask", "scale"})]
+             rng.random((3, 5)) > 0.3, {"mask", "scale"})] + random_inputs()
+
+
+def random_inputs():
+    """Random shapes, each with a random scale, and every other one a random mask."""
+    rng, found = random_shapes.rng_for(6), []
+    for i, shape in enumerate(random_shapes.shapes(6)):
+        scale = float(rng.uniform(0.2, 3.0))
+        mask = rng.random(shape) > 0.3 if i % 2 else None
+        tags = {"random", "scale"} | ({"mask"} if mask is not None else set())
+        if mask is not None and (~mask).all(axis=-1).any():
+            tags.add("masked row")
+        found.append((f"a random shape {shape}, scale {scale:.2f}" + (", masked" if mask is not None else ""),
+                      rng.standard_normal(shape) * 2, scale, mask, tags))
+    return found
 
 
 def softmax_cases():

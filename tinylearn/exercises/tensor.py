@@ -9,6 +9,7 @@ from tinygrad_lite.ops.binary import matmul_op, unbroadcast
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, differs
+from . import random_shapes
 
 
 def _rng():
@@ -25,7 +26,19 @@ def unbroadcast_cases():
              ("a (4, 2, 3) gradient for a (1, 3) input", (4, 2, 3), (1, 3), {"added", "stretched"}),
              ("a (2, 1, 3, 4) gradient for a (3, 1) input", (2, 1, 3, 4), (3, 1), {"added", "stretched"})]
     return [Case(label, (rng.standard_normal(g), s), tags=frozenset(t))
-            for label, g, s, t in pairs]
+            for label, g, s, t in pairs] + random_unbroadcast_cases()
+
+
+def random_unbroadcast_cases():
+    """Random gradient shapes, each for an input that lost some leading axes and had some axes set to 1."""
+    rng, found = random_shapes.rng_for(4), []
+    for shape in random_shapes.shapes(4, ndims=(1, 4)):
+        kept = shape[int(rng.integers(0, len(shape) + 1)):]
+        small = tuple(1 if rng.random() < 0.4 else n for n in kept)
+        tags = ({"added"} if len(small) < len(shape) else set()) | ({"stretched"} if small != kept else set())
+        found.append(Case(f"a random (shape {shape}) gradient for a {small} input", (rng.standard_normal(shape),
+                                                                                    small), tags=frozenset(tags)))
+    return found
 
 
 def _shape_of(got):
@@ -99,7 +112,19 @@ def matmul_backward_cases():
         a, b = rng.standard_normal(sa), rng.standard_normal(sb)
         g = rng.standard_normal(np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]))
         cases.append(Case(label, (a, b, g), tags=frozenset(tags)))
-    return cases
+    return cases + random_matmul_cases()
+
+
+def random_matmul_cases():
+    """Random (n, k) @ (k, m) with random batch dims on a, and on b every other time."""
+    rng, found = random_shapes.rng_for(5), []
+    for i, batch in enumerate(random_shapes.shapes(5, ndims=(0, 2), sizes=(1, 3))):
+        n, k, m = (int(x) for x in rng.integers(1, 5, 3))
+        sa, sb = batch + (n, k), (batch[-1:] if i % 2 else ()) + (k, m)
+        g = rng.standard_normal(np.broadcast_shapes(sa[:-2], sb[:-2]) + (n, m))
+        found.append(Case(f"random shapes a {sa} @ b {sb}", (rng.standard_normal(sa), rng.standard_normal(sb), g),
+                          tags=frozenset({"batch"} if batch else ())))
+    return found
 
 
 def project_matmul_backward(a, b, g):
