@@ -100,6 +100,13 @@ def test_start_writes_the_stub_into_the_folder_and_check_records_progress(tmp_pa
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 
+def test_start_never_writes_into_an_installed_package():
+    for package in workfolder.PACKAGES:
+        with pytest.raises(ValueError, match="inside the package .*run tinylearn from a folder of your own"):
+            tinylearn.start(6, package / "ops" if package.name == "tinygrad_lite" else package)
+    assert not [p for package in workfolder.PACKAGES for p in package.rglob("06_softmax.py")]
+
+
 def test_hints_come_one_more_each_time_and_stop_at_the_last(tmp_path):
     exercise = tinylearn.find(6)
     said = [tinylearn.hint(6, tmp_path) for _ in range(len(exercise.hints) + 1)]

@@ -9,11 +9,16 @@ import sys
 import textwrap
 from pathlib import Path
 
+import tinygrad_lite
+import transformer
+import viz
 from tinygrad_lite.files import atomic_write
 
 from .exercise import Exercise
 
 PROGRESS = "tinylearn-progress.json"
+PACKAGES = tuple(Path(m.__file__).resolve().parent for m in (tinygrad_lite, transformer, viz)) + (
+    Path(__file__).resolve().parent,)
 
 
 def exercise_file(exercise: Exercise, folder) -> Path:
@@ -33,9 +38,19 @@ def file_text(exercise: Exercise) -> str:
     return f"{header}{exercise.imports}\n\n{exercise.stub.rstrip()}\n{body}"
 
 
+def outside_the_packages(folder) -> Path:
+    """`folder`, resolved, once it is known not to lie inside an installed package of this project."""
+    folder = Path(folder).resolve()
+    for package in PACKAGES:
+        if folder == package or package in folder.parents:
+            raise ValueError(f"tinylearn: {folder} is inside the package {package.name}; run tinylearn from a "
+                             "folder of your own (your exercise files go there, never into the package)")
+    return folder
+
+
 def start(exercise: Exercise, folder) -> tuple[Path, bool]:
     """Write the exercise file unless it exists: (its path, whether it was written now)."""
-    path = exercise_file(exercise, folder)
+    path = exercise_file(exercise, outside_the_packages(folder))
     if path.exists():
         return path, False
     with atomic_write(path, durable=False, op="tinylearn start") as temp:
