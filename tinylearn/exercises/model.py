@@ -1,7 +1,9 @@
 """Exercises 13-16, the paper's model (transformer/): scaled dot-product attention on Tensors (values and
 gradients against the project's), splitting d_model into heads, the causal mask, and the sinusoidal
-positional encoding."""
+positional encoding. The first three end with the copy task trained with the learner's piece in the model."""
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -10,10 +12,11 @@ from transformer.attention import MultiHeadAttention, scaled_dot_product_attenti
 from transformer.masks import causal_mask
 from transformer.positional_encoding import sinusoidal_table
 
-from ..exercise import Case, Exercise, Mistake
+from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close
 from ..pictures import draw_tensor_function, weighted_sum
 from . import random_shapes
+from .copy_task import copy_task_check
 
 
 def _rng():
@@ -127,6 +130,8 @@ ATTENTION = Exercise(
         Mistake("k not transposed", "q·kᵀ pairs each query with each key: k.transpose(-2, -1).",
                 lambda c, e, g: isinstance(g, ValueError) and "matmul" in str(g)),
     ),
+    checks=(Check("the end-to-end run (a Transformer learns to copy with your attention in every block)",
+                  lambda fn: copy_task_check(contextlib.nullcontext(), attention=fn)),),
     draw=lambda fn, path: draw_tensor_function(fn, path, draw_attention),
 )
 
@@ -185,6 +190,8 @@ SPLIT_HEADS = Exercise(
         Mistake("positions and features swapped", "the result is (B, h, T, d_k): transpose(0, 2, 1, 3).",
                 _split_as_if(lambda x, B, T, h, dk: x.reshape(B, T, h, dk).transpose(0, 2, 3, 1))),
     ),
+    checks=(Check("the end-to-end run (a Transformer learns to copy with your split in every attention block)",
+                  lambda fn: copy_task_check(contextlib.nullcontext(), split=fn)),),
 )
 
 
@@ -221,6 +228,8 @@ CAUSAL_MASK = Exercise(
         Mistake("numbers, not booleans", "a mask is bool: dtype=bool (the softmax reads a float mask as numbers "
                 "to add).", lambda c, e, g: np.asarray(g).dtype != np.bool_),
     ),
+    checks=(Check("the end-to-end run (a Transformer trained under your mask learns to copy, decoding one token "
+                  "at a time)", lambda fn: copy_task_check(contextlib.nullcontext(), causal=fn)),),
 )
 
 
