@@ -5,8 +5,10 @@ this reads the program they make. capture.py runs a step once, dry, and writes d
 function of arrays, Tensor._apply), each backward call and gradient sum, and each recorded call (an
 optimizer's step, zero_grad, clipping); plan.py turns that into one straight-line function and
 replays it, with no Tensor, graph or check made per op; step.py keys plans by signature and
-captures anew when an assumption breaks; rules/ names groups of plain ops (attention, the FFN's
-linear -> ReLU -> dropout, the residual's x + dropout(s)) that a second capture runs as one fused op.
+captures anew when an assumption breaks; shapes.py lets a plan serve the shapes a second capture
+showed it does not depend on (compile(fn, any_shape=True)); rules/ names groups of plain ops
+(attention, the FFN's linear -> ReLU -> dropout, the residual's x + dropout(s)) that a second capture
+runs as one fused op.
 traced.py refuses a step that reads values into Python while it is captured, which a plan would
 replay wrong.
 """

@@ -60,7 +60,7 @@ class Capture:
         self.vars: dict = {}            # id(Tensor) -> v<n> of its array
         self.arrays: dict = {}          # id(Traced array) -> v<n>
         self.backs: dict = {}           # id(Tensor) -> b<n> of its op's backward
-        self.inputs: list = []          # (v<n>, argument index, is a Tensor) of each array input of the step
+        self.inputs: list = []          # (v<n>, argument index or (index, item), is a Tensor) of each array input
         self.input_tensors: dict = {}   # id(Tensor argument) -> its index among the step's arguments
         self.leaves: list = []          # (Tensor, v<n>): parameters, buffers and constant tensors, read at replay
         self.modules: dict = {}         # id -> Module seen running (its train/eval mode is assumed)
@@ -81,9 +81,9 @@ class Capture:
         self.constants[name] = value
         return name
 
-    def input(self, index: int, value):
-        """Step argument `index`, an array or a Tensor: a Traced view of its array, bound to a new v<n>
-        (a Tensor argument holds the view while the capture runs)."""
+    def input(self, index, value):
+        """Step argument `index`, an array or a Tensor (or item `index[1]` of a tuple argument, an array): a
+        Traced view of its array, bound to a new v<n> (a Tensor argument holds the view while the capture runs)."""
         var = self.new()
         self.inputs.append((var, index, hasattr(value, "_apply")))
         array = value.data if hasattr(value, "_apply") else value

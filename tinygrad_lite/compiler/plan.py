@@ -26,6 +26,7 @@ class Plan:
         self.leaves = [(t, t.data.shape, t.data.dtype, t.requires_grad) for t, _ in capture.leaves]
         self.modes = [(m, m.training) for m in capture.modules.values() if hasattr(m, "training")]
         self.source = _source(capture, result)
+        self.constants = capture.constants  # c<n> -> value (shapes.py compares two plans' programs)
         namespace = dict(capture.constants, np=np, FALLBACK=FALLBACK)
         exec(compile(self.source, "<compiled step>", "exec"), namespace)
         self.replay = namespace["replay"]
@@ -50,7 +51,8 @@ class Plan:
 def _source(capture: Capture, result: str) -> str:
     body = []
     for var, index, is_tensor in capture.inputs:
-        body.append(f"{var} = ARGS[{index}].data" if is_tensor else f"{var} = ARGS[{index}]")
+        where = "".join(f"[{i}]" for i in (index if isinstance(index, tuple) else (index,)))
+        body.append(f"{var} = ARGS{where}.data" if is_tensor else f"{var} = ARGS{where}")
     for tensor, var in capture.leaves:
         body.append(f"{var} = {capture.const(tensor)}.data")
     body += capture.prologue

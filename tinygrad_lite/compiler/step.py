@@ -3,8 +3,9 @@
 The first call with a new signature (the shapes and dtypes of the array arguments, the values of the
 others, grad mode, the speed tricks and the kernel backend) captures `fn` dry (capture.py), keeps the
 plan, and runs it; later calls with that signature run the plan. A plan whose assumptions broke (a
-leaf changed shape, a module switched between train and eval) is captured again. Under anomaly mode,
-or retain_grads(), the step runs eagerly: those look at every op, which a plan does not.
+leaf changed shape, a module switched between train and eval) is captured again. With any_shape, a
+plan also serves the shapes it was seen not to depend on (shapes.py). Under anomaly mode, or
+retain_grads(), the step runs eagerly: those look at every op, which a plan does not.
 """
 from __future__ import annotations
 
@@ -18,25 +19,30 @@ from ..kernels.backend import use_numba
 from . import rules
 from .capture import Capture
 from .plan import FALLBACK, Plan
+from .shapes import SharedPlans, split
 from .traced import CompileError
 
 
-def compile(fn):
+def compile(fn, any_shape: bool = False):
     """`step = compile(fn)`: `step(*args)` gives what `fn(*args)` gives, bit for bit, from a replayed
     plan. `fn` is a training step (forward, loss, backward, optimizer update); its arguments are
-    Tensors, arrays (inputs whose values change) and plain values (static: a new value captures anew)."""
+    Tensors, arrays (inputs whose values change), tuples of arrays, and plain values (static: a new
+    value captures anew). any_shape=True: a plan serves other shapes once a capture at other shapes
+    wrote the same program (shapes.py), for steps whose arrays come in many shapes."""
     if not callable(fn):
         raise TypeError(f"compile: expected a function, got {type(fn).__name__}")
-    return CompiledStep(fn)
+    return CompiledStep(fn, any_shape)
 
 
 class CompiledStep:
     """A compiled step: its plans by signature (see the module docstring)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, any_shape: bool = False):
         self.fn = fn
         self.plans: dict = {}
+        self.shared = SharedPlans() if any_shape else None
         self.captures = 0
+        self.joined = 0     # captures that wrote a program a family's plan already runs (any_shape)
         self.fallbacks = 0  # calls a guard sent to eager mode
         functools.update_wrapper(self, fn)
 
@@ -44,14 +50,41 @@ class CompiledStep:
         if is_anomaly_enabled() or retains_all_grads() or is_capturing():
             return self.fn(*args)
         key = signature(args)
-        plan = self.plans.get(key)
-        if plan is None or not plan.holds():
-            plan = self.plans[key] = self.capture(args)
+        plan = self.plan_for(key)
+        if plan is None:
+            captured = self.capture(args)
+            plan = captured if self.shared is None else self.shared.add(key, captured)
+            if plan is captured:
+                self.plans[key] = plan
+            else:
+                self.joined += 1
         result = plan(args)
         if result is FALLBACK:
             self.fallbacks += 1
             return self.fn(*args)
         return result
+
+    def plan_for(self, key: tuple) -> Plan | None:
+        """The plan that holds for signature `key`: its own, or a shared one (any_shape), if any."""
+        plan = self.plans.get(key)
+        if (plan is None or not plan.holds()) and self.shared is not None:
+            plan = self.shared.find(key)
+        return plan if plan is not None and plan.holds() else None
+
+    def serves(self, *args) -> bool:
+        """Whether a call on `args` would replay a plan it has, without capturing."""
+        return self.plan_for(signature(args)) is not None
+
+    def family(self, *args) -> tuple:
+        """The family of a call on `args` (shapes.py): its signature with ranks for shapes (any_shape),
+        else the signature itself."""
+        key = signature(args)
+        return split(key)[0] if self.shared is not None else key
+
+    def sharing(self, family: tuple) -> bool:
+        """Whether a capture in `family` may yet share its plan: any_shape, and no capture in it wrote
+        another program than its reference."""
+        return self.shared is not None and family not in self.shared.differing
 
     def capture(self, args: tuple) -> Plan:
         """Run fn dry on args and return its plan (nothing the step changes is changed): once to
@@ -67,7 +100,9 @@ class CompiledStep:
         return Plan(capture, capture.result)
 
     def _capture(self, args: tuple, capture: Capture) -> Capture:
-        views = [capture.input(i, a) if _is_array(a) else a for i, a in enumerate(args)]
+        views = [capture.input(i, a) if _is_array(a) else
+                 tuple(capture.input((i, j), x) if _is_array(x) else x for j, x in enumerate(a)) if _holds_arrays(a)
+                 else a for i, a in enumerate(args)]
         tensors = [(a, a.data) for a in args if _is_tensor(a)]
         for a, view in zip(args, views):
             if _is_tensor(a):
@@ -93,21 +128,34 @@ def _is_array(value) -> bool:
     return isinstance(value, np.ndarray) or _is_tensor(value)
 
 
+def _holds_arrays(value) -> bool:
+    return isinstance(value, tuple) and any(_is_array(x) for x in value)
+
+
 def signature(args: tuple) -> tuple:
     """What a plan is captured for: the arrays' shapes and dtypes, the other arguments' values, and the
     switches that choose the ops."""
     parts = []
-    for a in args:
-        if _is_tensor(a):
-            parts.append(("Tensor", a.data.shape, a.data.dtype.str, a.requires_grad))
-        elif isinstance(a, np.ndarray):
-            parts.append(("array", a.shape, a.dtype.str))
+    for i, a in enumerate(args):
+        if _holds_arrays(a):
+            if any(_is_tensor(x) for x in a):
+                raise CompileError(f"compile: argument {i} is a tuple holding a Tensor; pass Tensors as arguments "
+                                   "of their own (a tuple may hold arrays and values)")
+            parts.append(("tuple", tuple(_part(i, x) for x in a)))
         else:
-            try:
-                hash(a)
-            except TypeError:
-                raise CompileError(f"compile: argument {len(parts)} is a {type(a).__name__}, which is neither an "
-                                   "array, a Tensor nor a hashable value the plan could be keyed by") from None
-            parts.append(("value", a))
+            parts.append(_part(i, a))
     tricks = tuple(getattr(fast.TRICKS, name) for name in fast.NAMES)
     return tuple(parts), is_grad_enabled(), tricks, use_numba()
+
+
+def _part(i: int, a) -> tuple:
+    if _is_tensor(a):
+        return "Tensor", a.data.shape, a.data.dtype.str, a.requires_grad
+    if isinstance(a, np.ndarray):
+        return "array", a.shape, a.dtype.str
+    try:
+        hash(a)
+    except TypeError:
+        raise CompileError(f"compile: argument {i} is a {type(a).__name__}, which is neither an array, a Tensor, "
+                           "a tuple of arrays nor a hashable value the plan could be keyed by") from None
+    return "value", a
