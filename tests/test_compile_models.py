@@ -91,15 +91,16 @@ def test_a_translator_batch_with_an_unknown_token_id_raises_as_eager():
 
 
 def test_real_rows_counted_inside_the_step_are_refused_with_a_clear_error():
-    """forward_real_tokens without fixed counts counts the real tokens itself (int()), a number a plan
-    would freeze: refused, naming the line; the trainers choose the counts before the step."""
+    """forward_real_tokens without rows finds the real tokens itself (np.flatnonzero), an array whose shape
+    depends on the values: refused, naming the line; the trainers find the rows before the step."""
     from transformer.fast.skip_padding import forward_real_tokens
     from transformer.model import Transformer
     tl.manual_seed(0)
     model = Transformer(30, 30, d_model=16, h=2, N=1, d_ff=32, dropout=0.0, pad_id=0)
     src, tgt_in, _ = translator_batches()[0]
     step = compile(lambda s, t: forward_real_tokens(model, s, t)[0].sum())
-    with pytest.raises(CompileError, match=r"reads a value into Python \(int\(\)\).*skip_padding.py"):
+    with pytest.raises(CompileError, match=r"calls NumPy's flatnonzero, whose shape depends on the values, at "
+                                           r".*skip_padding.py"):
         step(src, tgt_in)
 
 

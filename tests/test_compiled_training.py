@@ -75,7 +75,8 @@ def test_a_compiled_translator_run_equals_an_eager_one_bit_for_bit(tmp_path):
     eager = Trainer(translator_config(tmp_path / "eager", compile=False), report=Quiet())
     eager.run()
     s = compiled.compiled.summary()
-    assert replayed(compiled) >= 3 and s["captures"] == s["plans"]  # no plan captured twice (the evaluation at 12)
+    assert replayed(compiled) >= 3 and s["captures"] == s["plans"] + s["joined"]  # no plan captured twice (the
+    # evaluation at 12), and the batches that skip <pad> rows share one plan
     assert_same(weights(compiled), weights(eager))
 
 
@@ -153,3 +154,35 @@ def test_the_translator_runs_eagerly_and_the_gpt_compiled_by_default(capsys):
         helps[" ".join(command)] = " ".join(capsys.readouterr().out.split())
     assert "(default: eager:" in helps["train"] and "(default: compiled" in helps["gpt train"]
     assert TrainConfig().compile is False and GPTTrainConfig().compile is True
+
+
+def test_with_any_shape_a_family_shares_one_plan_and_its_new_shapes_run_compiled_uncaptured():
+    """CompiledGradients(any_shape=True): the family's first batch runs eagerly, its next two are captured
+    (the second joins the first's plan), and every later shape replays that plan, bit for bit."""
+    import tinygrad_lite as tl
+    from tinygrad_lite import Tensor, nn
+    from tinygrad_lite.optim import SGD
+
+    def run(compiled):
+        tl.manual_seed(0)
+        layer = nn.Linear(3, 2)
+        opt = SGD(layer.parameters(), lr=0.1)
+
+        def gradients(batch):
+            (x,) = batch
+            out = layer(Tensor(x))
+            loss = (out * out).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        step = CompiledGradients(gradients, any_shape=True) if compiled else gradients
+        r = np.random.default_rng(0)
+        losses = [step((r.standard_normal((n, 3)).astype(np.float32),)).data.copy() for n in (4, 5, 6, 7, 5)]
+        return losses + [p.data.copy() for p in layer.parameters()], step
+    compiled, step = run(True)
+    eager, _ = run(False)
+    assert_same(compiled, eager)
+    assert step.summary() == {"compiled_batches": 4, "plans": 1, "captures": 2, "joined": 1, "fallbacks": 0,
+                              "first_sightings": 1}
+    assert "2 capture(s), 1 joining a shared plan" in step.describe()

@@ -63,11 +63,11 @@ def test_unpad_and_repad_reject_a_mask_that_does_not_fit():
 
 
 def test_the_rows_positional_encoding_is_the_tables_rows_at_their_positions():
-    from transformer.fast.skip_padding import _positions
+    from transformer.fast.skip_padding import _columns, _positions
     pe = PositionalEncoding(8, dropout=0.0, max_len=4, dtype=np.float64)
     real = np.array([[True, False, False, False, False, True, False, False, False, False],
                      [False, False, True, False, False, False, False, False, False, True]])  # past max_len
-    out = _positions(pe, Tensor(np.zeros((4, 8))), np.flatnonzero(real), real.shape)
+    out = _positions(pe, Tensor(np.zeros((4, 8))), _columns(real), np.flatnonzero(real))
     np.testing.assert_array_equal(out.data, pe.table(10)[[0, 5, 2, 9]])
 
 
@@ -223,65 +223,96 @@ def test_the_packed_path_runs_from_the_padding_threshold_on(monkeypatch):
         assert calls == [1]
 
 
-# ---------------------------------------------------------------- fixed row counts, for a compiled step
-def test_rows_made_up_to_fixed_counts_give_the_same_loss_and_gradients():
-    """Rows of <pad> that make up a bucket's count change nothing: their targets are ignored, and
-    attention's mask still hides every padding key."""
-    from tinygrad_lite.nn.functional import cross_entropy
-    from transformer.fast.skip_padding import bucketed_counts
+# ---------------------------------------------------------------- rows as inputs, for a compiled step
+def test_rows_found_before_the_step_give_the_same_logits_and_a_bad_one_is_refused():
+    from transformer.fast.skip_padding import real_rows
     model, src, tgt = model_and_batch(seed=3)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    counts = bucketed_counts(src, tgt_in, PAD, multiple=8)
-    assert counts[0] > int((src != PAD).sum()) and counts[1] > int((tgt_in != PAD).sum())
-
-    def loss_and_grads(counts):
-        model.zero_grad()
-        logits, rows = forward_real_tokens(model, src, tgt_in, counts)
-        loss = cross_entropy(logits, np.take(tgt_out, rows), ignore_index=PAD, label_smoothing=0.1)
-        loss.backward()
-        return [loss.data] + [p.grad.copy() for p in model.parameters()]
-    exact, padded = loss_and_grads(None), loss_and_grads(counts)
-    for a, b in zip(exact, padded):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+    rows = (real_rows(src, PAD), real_rows(tgt, PAD))
+    np.testing.assert_array_equal(rows[1], np.flatnonzero(tgt != PAD))
+    given, found = forward_real_tokens(model, src, tgt, rows), forward_real_tokens(model, src, tgt)
+    np.testing.assert_array_equal(given[0].data, found[0].data)
+    for bad in (rows[0][::-1], np.sort(np.append(rows[0], np.flatnonzero(src == PAD)[0]))):  # reversed; a <pad>
+        with pytest.raises(ValueError, match=r"forward_real_tokens: rows must be the flat positions of the real "
+                                             r"tokens in order \(real_rows\)"):
+            forward_real_tokens(model, src, tgt, (bad, rows[1]))
 
 
-def test_counts_below_the_real_tokens_are_refused():
-    model, src, tgt = model_and_batch()
-    with pytest.raises(ValueError, match=r"forward_real_tokens: counts must cover every real token: got 3 rows"):
-        forward_real_tokens(model, src, tgt, (3, 30))
+def test_the_target_mask_made_from_the_inputs_is_masks_target_mask():
+    from transformer.fast.skip_padding import _columns, _target_mask
+    from transformer.masks import target_mask
+    _, _, tgt = model_and_batch()
+    real = tgt != PAD
+    np.testing.assert_array_equal(_target_mask(real, _columns(real)), target_mask(tgt, PAD))
 
 
 @pytest.mark.parametrize("tricks", ["on", "off"])
-def test_a_compiled_step_on_fixed_counts_captures_once_and_replays_the_eager_step_bit_for_bit(tricks):
-    """The rows are made by NumPy calls the compiler records (no boolean indexing), so batches of one
-    shape and one bucket share a plan, which gives the eager step's losses and weights bit for bit."""
+def test_a_compiled_step_on_rows_serves_every_shape_and_count_from_one_plan_bit_for_bit(tricks):
+    """The rows reach the plan as inputs and nothing in forward_real_tokens is a constant made from a
+    shape: with any_shape, batches of other shapes and counts replay the plan its second capture
+    confirmed, with the eager step's losses and weights bit for bit."""
     from tinygrad_lite.compiler import compile
     from tinygrad_lite.nn.functional import cross_entropy
     from tinygrad_lite.optim import Adam
+    from transformer.fast.skip_padding import real_rows
 
     def run(compiled):
         tl.manual_seed(0)
         model = Transformer(23, 29, d_model=16, h=2, N=2, d_ff=24, dropout=0.1)
         opt = Adam(model.parameters(), lr=1e-3)
 
-        def step(src, tgt_in, tgt_out, counts):
-            logits, rows = forward_real_tokens(model, src, tgt_in, counts)
-            loss = cross_entropy(logits, np.take(tgt_out, rows), ignore_index=PAD, label_smoothing=0.1)
+        def step(src, tgt_in, tgt_out, rows):
+            logits, positions = forward_real_tokens(model, src, tgt_in, rows)
+            loss = cross_entropy(logits, np.take(tgt_out, positions), ignore_index=PAD, label_smoothing=0.1)
             opt.zero_grad()
             loss.backward()
             opt.step()
             return loss
-        stepper = compile(step) if compiled else step
+        stepper = compile(step, any_shape=True) if compiled else step
         rng, losses = np.random.default_rng(5), []
         tl.manual_seed(1)
-        for lengths in ([7, 5, 2, 1], [6, 6, 3, 2], [7, 1, 4, 4]):
-            src = padded_batch(rng, 4, 7, 23, lengths)
-            tgt = padded_batch(rng, 4, 6, 29, [6, 2, 4, 3])
-            losses.append(stepper(src, tgt[:, :-1], tgt[:, 1:], (20, 16)).data.copy())
+        for b, s, t in ((4, 7, 6), (3, 9, 5), (5, 6, 8), (2, 7, 6), (6, 8, 7)):
+            src = padded_batch(rng, b, s, 23, rng.integers(1, s + 1, b))
+            tgt = padded_batch(rng, b, t, 29, rng.integers(2, t + 1, b))
+            rows = (real_rows(src, PAD), real_rows(tgt[:, :-1], PAD))
+            losses.append(stepper(src, tgt[:, :-1], tgt[:, 1:], rows).data.copy())
         return losses, [p.data.copy() for p in model.parameters()], stepper
     with (fast.tricks_on if tricks == "on" else fast.tricks_off)("fused_attention", "fused_ffn", "fused_residual"):
         eager_losses, eager_weights, _ = run(False)
         losses, weights, stepper = run(True)
-    assert stepper.captures == 1 and stepper.fallbacks == 0
+    assert stepper.captures == 2 and stepper.joined == 1 and len(stepper.plans) == 1 and stepper.fallbacks == 0
     for a, b in zip(eager_losses + eager_weights, losses + weights):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- widened batches (transformer/train_data.py)
+def test_a_widened_batch_keeps_its_tokens_and_its_loss():
+    from transformer.data import Batch
+    from transformer.train_data import widened
+    model, src, tgt = model_and_batch(seed=4)
+    wide = widened(Batch(src, tgt), multiple=4)
+    assert wide.src.shape == (4, 8) and wide.tgt.shape == (4, 9)  # tgt[:, :-1] has a multiple of 4 columns
+    np.testing.assert_array_equal(wide.src[:, :7], src)
+    np.testing.assert_array_equal(wide.tgt[:, :6], tgt)
+    assert not wide.src[:, 7:].any() and not wide.tgt[:, 6:].any()
+    assert widened(wide, multiple=4).src.shape == (4, 8)
+
+    def loss(batch):
+        return teacher_forcing_loss(model, batch.src, batch.tgt[:, :-1], batch.tgt[:, 1:], 0.1).data
+    for switch in (fast.tricks_on, fast.tricks_off):
+        with switch("skip_padding"):
+            np.testing.assert_allclose(loss(wide), loss(Batch(src, tgt)), rtol=1e-12)
+
+
+def test_an_epochs_batches_are_widened_only_where_padding_is_skipped():
+    from transformer.train_config import TrainConfig
+    from transformer.train_data import WIDTH, build_dataset, epoch_batches
+    cfg = TrainConfig()
+    data = build_dataset(cfg)
+    with fast.tricks_on("skip_padding"):
+        wide = epoch_batches(data, cfg, 0)
+    with fast.tricks_off("skip_padding"):
+        plain = epoch_batches(data, cfg, 0)
+    assert all(b.src.shape[1] % WIDTH == 0 and (b.tgt.shape[1] - 1) % WIDTH == 0 for b in wide)
+    assert any(b.src.shape[1] % WIDTH for b in plain)
+    for w, p in zip(wide, plain):
+        np.testing.assert_array_equal(w.src[:, :p.src.shape[1]], p.src)

@@ -96,7 +96,7 @@ def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
 def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float, rows=None) -> Tensor:
     """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
     (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids. With `rows`,
-    row counts from rows_to_skip_padding, the position-wise layers run on the real tokens only
+    the real tokens' rows from rows_to_skip_padding, the position-wise layers run on them only
     (transformer/fast/skip_padding.py): the same loss."""
     if rows is not None:
         logits, positions = forward_real_tokens(model, src, tgt_in, rows)   # (n, V)
@@ -223,8 +223,8 @@ class Trainer(Run):
 
     @staticmethod
     def with_rows(batch) -> tuple:
-        """(src, tgt, rows): the batch and its rows_to_skip_padding, chosen before a compiled step, whose
-        plans are keyed by them (a fixed row count per plan)."""
+        """(src, tgt, rows): the batch and its rows_to_skip_padding, found before a compiled step, which
+        takes them as inputs (one plan serves every shape and count, compile's any_shape)."""
         src, tgt = batch
         return src, tgt, rows_to_skip_padding(src, tgt[:, :-1], tgt[:, 1:], PAD)
 
@@ -240,13 +240,13 @@ class Trainer(Run):
 
     def build_step(self):
         """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the loss and backward
-        compiled unless --no-compile (transformer.plugins.compiled; a plan per batch shape and row counts,
-        with_rows), the gradient norm clipped at --clip; a NaN loss stops it, the ranks' gradients are
-        averaged (data parallel), a loss far above its start stops it, and the lr cools down (cool_down)
-        at the ranks' mean time."""
+        compiled unless --no-compile (transformer.plugins.compiled; the batches that skip <pad> rows,
+        with_rows, share one plan, the others have one a shape), the gradient norm clipped at --clip; a
+        NaN loss stops it, the ranks' gradients are averaged (data parallel), a loss far above its start
+        stops it, and the lr cools down (cool_down) at the ranks' mean time."""
         gradients = forward_backward(self.loss_of, self.optimizer)
         if self.cfg.compile:
-            gradients = self.compiled = CompiledGradients(gradients, prepare=self.with_rows)
+            gradients = self.compiled = CompiledGradients(gradients, prepare=self.with_rows, any_shape=True)
         return make_step(gradients, self.tokens_of, self.model.parameters(), self.optimizer,
                          clip=self.cfg.clip, set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
                          scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])

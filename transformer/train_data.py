@@ -3,7 +3,11 @@ train/dev/test, tokenized and id-encoded with vocabularies built on the training
 epoch's shuffled batches (transformer.data)."""
 from __future__ import annotations
 
-from .data import Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
+import numpy as np
+
+from tinygrad_lite.fast import TRICKS
+
+from .data import PAD, Batch, Vocab, builtin_corpus, load_pairs, make_batches, split_pairs, tokenize_en, tokenize_zh
 from .data.loaders import FormatNotDetected
 from .train_config import TrainConfig
 from .translator import TranslatorError
@@ -83,7 +87,28 @@ def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
     return Dataset(splits, src_vocab, tgt_vocab, cfg.lowercase)
 
 
+WIDTH = 8  # with skip_padding, batches are widened to a multiple of 8 columns (widened)
+
+
 def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
+    """The epoch's shuffled batches; with TRICKS.skip_padding, widened."""
     src, tgt = data.ids["train"]
-    return make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
-                        count=cfg.batch_by, pool=cfg.bucket_pool)
+    batches = make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
+                           count=cfg.batch_by, pool=cfg.bucket_pool)
+    return [widened(b) for b in batches] if TRICKS.skip_padding else batches
+
+
+def widened(batch: Batch, multiple: int = WIDTH) -> Batch:
+    """The batch with <pad> columns on the right: src to a multiple of `multiple` columns, tgt to one more
+    (so that its teacher-forcing input tgt[:, :-1] is a multiple). The loss ignores <pad> targets, so the
+    batch trains the same sentences, and with skip_padding (the position-wise layers on the real tokens
+    only) the added columns cost little. But batches come in fewer shapes, and most have padding enough
+    to skip (fast.padding_worth_skipping), whose steps share one compiled plan: on the real-data recipe
+    over 8 epochs, 422 -> 275 shapes, and 668 -> 72 of 896 batches on the padded forward, in 274 -> 16
+    shapes (bench/compile_keys.py; timings in bench/README.md, "Step compiler")."""
+    def wide(ids, columns):
+        out = np.full((ids.shape[0], columns), PAD, dtype=ids.dtype)
+        out[:, :ids.shape[1]] = ids
+        return out
+    return Batch(wide(batch.src, -(-batch.src.shape[1] // multiple) * multiple),
+                 wide(batch.tgt, -(-(batch.tgt.shape[1] - 1) // multiple) * multiple + 1))

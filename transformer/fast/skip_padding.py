@@ -7,7 +7,7 @@ paper's boxes (AddNorm, PositionwiseFeedForward, Linear) take those rows as they
 alone needs to know where each row sits, and runs among each sentence's real tokens, read in place
 by nn.fused.fused_attention's `real`. A <pad> position is never a key, so leaving it out changes nothing at
 a real one: the same logits as Transformer.forward at the real tokens (tests/test_skip_padding.py),
-with dropout drawn for the rows computed (the real ones, and the <pad> rows that make up a count).
+with dropout drawn for the rows computed (the real ones).
 
 This is machinery, not the textbook: it walks the model's own modules in the order of their
 forward methods (transformer/encoder.py, decoder.py, attention.py), with one attention call of
@@ -21,66 +21,58 @@ from tinygrad_lite import Tensor
 from tinygrad_lite.fast import TRICKS, padding_worth_skipping
 from tinygrad_lite.nn import fused
 
-from ..masks import target_mask
 
-
-def forward_real_tokens(model, src, tgt, counts: tuple | None = None) -> tuple[Tensor, np.ndarray]:
+def forward_real_tokens(model, src, tgt, rows: tuple | None = None) -> tuple[Tensor, np.ndarray]:
     """model(src, tgt)'s logits at tgt's real (non-pad) tokens: (n, tgt_vocab) for its n real tokens,
-    row-major, and their flat positions in tgt (n,). With `counts` = (source rows, target rows), at least
-    the real tokens' counts, the first <pad> positions make up the rows to those fixed counts: a
-    compiled step (tinygrad_lite.compiler) then sees the same shapes for every batch of a bucket
-    (`bucketed_counts`). A <pad> row's logits are extra, and the loss ignores its target (<pad>)."""
+    row-major, and their flat positions in tgt (n,). `rows` = (real_rows(src), real_rows(tgt)), found
+    before a compiled step (tinygrad_lite.compiler), which takes them as inputs: nothing here then
+    depends on the batch's shape or its count of real tokens, so one plan serves every batch
+    (compile(any_shape=True)). Without them they are found here, eagerly."""
     pad = model.config.pad_id
     src_ids, src_mask = model._source(src, None)                             # (B, S), (B, 1, 1, S)
     tgt_ids = model._check_tokens("tgt", tgt, model.config.tgt_vocab)
     src_real, tgt_real = src_ids != pad, tgt_ids != pad                     # (B, S), (B, T)
-    if counts is None:
-        counts = (int(src_real.sum()), int(tgt_real.sum()))
-    src_rows, tgt_rows = present_rows(src_real, counts[0]), present_rows(tgt_real, counts[1])  # (n_src,), (n_tgt,)
-    src_present, tgt_present = _mask(src_rows, src_real.shape), _mask(tgt_rows, tgt_real.shape)
-    x = _positions(model.positional_encoding, model.src_embed(np.take(src_ids, src_rows)), src_rows, src_ids.shape)
-    memory = encode(model.encoder, x, src_mask, src_present)                 # (n_src, d_model)
-    y = _positions(model.positional_encoding, model.tgt_embed(np.take(tgt_ids, tgt_rows)), tgt_rows, tgt_ids.shape)
-    y = decode(model.decoder, y, memory, src_mask, target_mask(tgt_ids, pad), tgt_present, src_present)
+    src_rows, tgt_rows = (real_rows(src_ids, pad), real_rows(tgt_ids, pad)) if rows is None else rows
+    _check_rows(src_rows, src_real)
+    _check_rows(tgt_rows, tgt_real)
+    src_columns, tgt_columns = _columns(src_real), _columns(tgt_real)        # (B, S), (B, T)
+    x = _positions(model.positional_encoding, model.src_embed(np.take(src_ids, src_rows)), src_columns, src_rows)
+    memory = encode(model.encoder, x, src_mask, src_real)                    # (n_src, d_model)
+    y = _positions(model.positional_encoding, model.tgt_embed(np.take(tgt_ids, tgt_rows)), tgt_columns, tgt_rows)
+    y = decode(model.decoder, y, memory, src_mask, _target_mask(tgt_real, tgt_columns), tgt_real, src_real)
     return model.generator(y), tgt_rows                                      # (n_tgt, tgt_vocab)
 
 
-ROW_BUCKETS = 64  # a batch shape's row counts fall in 64 buckets: at most 1/64 of its positions extra
-
-
-def rows_to_skip_padding(src, tgt_in, tgt_out, pad: int) -> tuple[int, int] | None:
-    """The row counts (bucketed_counts) a training step on this batch runs forward_real_tokens with, or
-    None for the padded forward: TRICKS.skip_padding's choice, made from the batch outside a compiled
-    step (fast.padding_worth_skipping), so eager and compiled steps make the same rows and draw the same
-    dropout masks."""
+def rows_to_skip_padding(src, tgt_in, tgt_out, pad: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The rows (real_rows of src and tgt_in) a training step on this batch runs forward_real_tokens
+    with, or None for the padded forward: TRICKS.skip_padding's choice, made from the batch outside a
+    compiled step (fast.padding_worth_skipping), so eager and compiled steps make the same rows and
+    draw the same dropout masks."""
     if not (TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, pad)):
         return None
-    return bucketed_counts(src, tgt_in, pad, -(-max(src.size, tgt_in.size) // ROW_BUCKETS))
+    return real_rows(src, pad), real_rows(tgt_in, pad)
 
 
-def bucketed_counts(src, tgt, pad: int, multiple: int) -> tuple[int, int]:
-    """The real tokens' counts of src and tgt, each rounded up to a multiple of `multiple` (at most
-    the array's size): the rows forward_real_tokens computes, so batches of one shape share a few plans."""
-    def bucket(ids):
-        n = int(np.count_nonzero(ids != pad))
-        return min(ids.size, -(-n // multiple) * multiple)
-    return bucket(np.asarray(src)), bucket(np.asarray(tgt))
+def real_rows(ids, pad: int) -> np.ndarray:
+    """The flat positions of the real (non-pad) tokens of ids (B, T), in order: (n,) int64."""
+    return np.flatnonzero(np.not_equal(ids, pad)).astype(np.int64, copy=False)
 
 
-def present_rows(real: np.ndarray, count: int) -> np.ndarray:
-    """The flat positions of real's True entries and, to make up `count`, of its first False ones,
-    sorted: (count,). Made of NumPy calls a compiled step records and replays (no boolean indexing,
-    whose shape would depend on the values)."""
-    if real.sum() > count:
-        raise ValueError(f"forward_real_tokens: counts must cover every real token: got {count} rows for a "
-                         f"batch of {real.shape} with more real tokens")
-    order = np.argsort(~real.reshape(-1), kind="stable")                    # real ones first, each group in order
-    return np.sort(order[:count])
+def _check_rows(rows, real) -> None:
+    """rows must be real_rows' positions: each real, ascending (the attention checks their count)."""
+    if rows.ndim != 1 or not (np.take(real.reshape(-1), rows).all() and (np.diff(rows) > 0).all()):
+        raise ValueError("forward_real_tokens: rows must be the flat positions of the real tokens in order "
+                         "(real_rows)")
 
 
-def _mask(rows: np.ndarray, shape: tuple) -> np.ndarray:
-    """The (B, T) bool mask that is True at the flat positions `rows`."""
-    return np.bincount(rows, minlength=shape[0] * shape[1]).astype(bool).reshape(shape)
+def _columns(real) -> np.ndarray:
+    """Each position's column, (B, T) int64, made from the mask itself: no constant holds T."""
+    return np.cumsum(np.ones_like(real, dtype=np.int64), axis=1) - 1
+
+
+def _target_mask(real, columns) -> np.ndarray:
+    """masks.target_mask (padding AND causal, (B, 1, T, T)) from the real mask and the columns."""
+    return real[:, None, None, :] & (columns[:, None, :, None] >= columns[:, None, None, :])
 
 
 def encode(encoder, x: Tensor, src_mask, real: np.ndarray) -> Tensor:
@@ -112,8 +104,14 @@ def attend(attention, query: Tensor, memory: Tensor, mask, real: tuple) -> Tenso
     return attention.w_o(out)                                                # (n_q, d_model)
 
 
-def _positions(encoding, x: Tensor, rows: np.ndarray, shape: tuple) -> Tensor:
-    """PositionalEncoding.forward for rows x (n, d_model) at the flat positions `rows` of a (B, T) batch."""
-    positions = (rows % shape[1])[:, None]                                   # (n, 1)
-    pe = np.take_along_axis(encoding.table(shape[1]), positions, axis=0)    # (n, d_model)
+def _positions(encoding, x: Tensor, columns: np.ndarray, rows: np.ndarray) -> Tensor:
+    """PositionalEncoding.forward for rows x (n, d_model) at the flat positions `rows` of a batch whose
+    positions' columns are `columns` (B, T). The cached table is read whole, so no constant holds T; a
+    compiled step on a batch longer than it runs eagerly (a guard), where table(T) grows it."""
+    positions = np.take(columns, rows)                                       # (n,)
+    encoding.table(columns.shape[1])
+    table = encoding._table
+    if (positions >= len(table)).any():
+        raise ValueError(f"forward_real_tokens: a position past the table's {len(table)} rows")
+    pe = np.take_along_axis(table, positions[:, None], axis=0)               # (n, d_model)
     return encoding.dropout(x + Tensor(pe.astype(x.dtype, copy=False)))
