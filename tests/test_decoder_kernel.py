@@ -286,7 +286,7 @@ def test_beam_searchs_top_pick_is_the_head_of_a_stable_argsort():
         values[rng.integers(0, values.size)] = rng.choice([-np.inf, np.nan, 0.0])
         count = int(rng.integers(1, 12))
         shortcut += count < values.size and not np.isnan(values).any()
-        np.testing.assert_array_equal(decoding._best_first(values, count),
+        np.testing.assert_array_equal(decoding.best_first(values, count),
                                       np.argsort(-values, kind="stable")[:count])
     assert shortcut > 500  # the partition path ran, not only the full sort
 

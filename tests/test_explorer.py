@@ -41,7 +41,7 @@ def engine_order(loss) -> list:
     """The nodes in the order the engine's backward visits them."""
     if hasattr(loss, "requires_grad"):
         return list(reversed(toposort(loss)))
-    order = loss._topological_order()  # (this zeroes the interior grads, so backward runs again)
+    order = loss.topological_order()  # (this zeroes the interior grads, so backward runs again)
     for v in order:
         v.grad = 0.0
     loss.backward()

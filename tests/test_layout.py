@@ -199,9 +199,12 @@ FOREIGN_PRIVATE_READS_ALLOWED = {
 
 
 def private_attributes_defined(tree: ast.AST) -> set[str]:
-    """The `_names` a file gives objects: assigned as attributes, or defined or slotted in a class."""
+    """The `_names` a file gives objects: assigned as attributes, defined or slotted in a class, or
+    defined at the top of the module (a module's `_helper`, read as `module._helper`)."""
     names = {node.attr for node in ast.walk(tree)
              if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)}
+    names |= {node.name for node in getattr(tree, "body", [])
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
         for statement in cls.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -217,10 +220,14 @@ def private_attributes_defined(tree: ast.AST) -> set[str]:
 
 
 def attribute_reads(tree: ast.AST):
-    """(line, name) of each attribute read: `x.name`, and getattr/hasattr(x, "name")."""
+    """(line, name) of each attribute read: `x.name`, getattr/hasattr(x, "name") and x.__dict__["name"]."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             yield node.lineno, node.attr
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+              and node.value.attr == "__dict__" and isinstance(node.slice, ast.Constant)
+              and isinstance(node.slice.value, str)):
+            yield node.lineno, node.slice.value
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
               and isinstance(node.args[1].value, str)):

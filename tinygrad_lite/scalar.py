@@ -142,13 +142,13 @@ class Value:
         parameters) *accumulate*, so a second call adds the same gradients again.
         Call `zero_grad()` (or set `p.grad = 0`) between training steps.
         """
-        order = self._topological_order()
+        order = self.topological_order()
         self.grad = 1.0
         for node in reversed(order):
             for child, local_grad in zip(node._prev, node._local_grads):
                 child.grad += local_grad * node.grad
 
-    def _topological_order(self):
+    def topological_order(self):
         """Every node reachable from self, each after all of its inputs.
 
         Iterative depth-first search (a recursive one dies past ~1,000 nodes);

@@ -73,7 +73,7 @@ class CachedSteps:
 
     def greedy(self, bos_id: int, eos_id: int, pad_id: int, max_len: int):
         """(tokens (B, ≤max_len) without <bos>, total log-prob (B,)): the argmax at every step."""
-        return _decode_loop(self.step, self.src_mask.shape[0], bos_id, eos_id, pad_id, max_len,
+        return decode_loop(self.step, self.src_mask.shape[0], bos_id, eos_id, pad_id, max_len,
                             lambda logp: logp.argmax(-1))
 
 
@@ -91,7 +91,7 @@ def _eval_mode(model, needed: bool = True):
             model.train()
 
 
-def _decode_loop(step, B: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, choose):
+def decode_loop(step, B: int, bos_id: int, eos_id: int, pad_id: int, max_len: int, choose):
     """Decode B sentences one token at a time: step(prefix (B, t)) -> log-probs (B, V), then
     choose(log_probs) -> next ids (B,). Returns (tokens (B, ≤max_len) without <bos>, their total
     log-prob (B,)); rows that produced <eos> are padded with pad_id afterwards."""
@@ -122,7 +122,7 @@ def greedy_decode(model, src, bos_id: int, eos_id: int, max_len: int = 50, use_c
         if use_cache:
             return steps(model, src, src_mask, src.shape[0], max_len).greedy(bos_id, eos_id, pad_id, max_len)
         memory = model.encode(src, src_mask)
-        return _decode_loop(lambda prefix: _step(model, memory, src_mask, prefix, None, False), src.shape[0],
+        return decode_loop(lambda prefix: _step(model, memory, src_mask, prefix, None, False), src.shape[0],
                             bos_id, eos_id, pad_id, max_len, lambda logp: logp.argmax(-1))
 
 
@@ -144,7 +144,7 @@ def sample_decode(model, src, bos_id: int, eos_id: int, temperature: float = 1.0
     src, src_mask = _source(model, src)
     with _eval_mode(model):
         steps = CachedSteps(model, src, src_mask)
-        return _decode_loop(steps.step, src.shape[0], bos_id, eos_id, model.config.pad_id, max_len, sample)[0]
+        return decode_loop(steps.step, src.shape[0], bos_id, eos_id, model.config.pad_id, max_len, sample)[0]
 
 
 class BeamTrace:
@@ -205,7 +205,7 @@ class _Hypotheses:
         return max(self.finished, key=lambda f: f[0])
 
 
-def _best_first(values: np.ndarray, count: int) -> np.ndarray:
+def best_first(values: np.ndarray, count: int) -> np.ndarray:
     """np.argsort(-values, kind="stable")[:count] (largest first, ties in index order) without
     sorting every value: only those at least the count-th largest are sorted."""
     if count < values.size:
@@ -216,14 +216,14 @@ def _best_first(values: np.ndarray, count: int) -> np.ndarray:
     return np.argsort(-values, kind="stable")[:count]
 
 
-def _advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int, beam_size: int, eos_id: int):
+def advance(hyp: _Hypotheses, total: np.ndarray, prefix: np.ndarray, step: int, beam_size: int, eos_id: int):
     """One sentence's step: the best 2·beam extensions of its k alive rows (total: (k, V)
     log-probs so far); <eos> ones finish, the best `beam_size` others live on.
     Returns (alive rows, tokens, scores), empty once the sentence is done."""
     V = total.shape[1]
     flat_total = total.reshape(-1)
     keep = ([], [], [])
-    for flat in _best_first(flat_total, 2 * beam_size):
+    for flat in best_first(flat_total, 2 * beam_size):
         row, token = divmod(int(flat), V)
         if token == eos_id:
             if step > 0:  # an empty translation never finishes a beam
@@ -272,7 +272,7 @@ def beam_search_batch(model, src, bos_id: int, eos_id: int, beam_size: int = 4, 
             rows, tokens, new_scores = [], [], []
             for i in np.unique(owner):
                 mine = np.flatnonzero(owner == i)
-                r, t, sc = _advance(hyps[i], total[mine], prefix[mine], step, beam_size, eos_id)
+                r, t, sc = advance(hyps[i], total[mine], prefix[mine], step, beam_size, eos_id)
                 rows += [mine[j] for j in r]
                 tokens += t
                 new_scores += sc

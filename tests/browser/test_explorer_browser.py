@@ -33,7 +33,7 @@ def engine_gradients(model) -> list:
     loss, _ = BUILDERS[model](build_parser().parse_args(["explore", model, "--out", "unused.html"]))
     if hasattr(loss, "requires_grad"):
         return [np.asarray(t.grad, dtype=np.float64).reshape(-1) for t in reversed(toposort(loss))]
-    order = list(reversed(loss._topological_order()))  # zeroes interior grads: backward again
+    order = list(reversed(loss.topological_order()))  # zeroes interior grads: backward again
     for v in order:
         v.grad = 0.0
     loss.backward()

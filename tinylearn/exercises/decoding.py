@@ -56,7 +56,7 @@ GREEDY = Exercise(
            "The next token is logp.argmax(-1); its log-prob logp[np.arange(batch), next] adds to the score of "
            "the rows not done yet.",
            "Track done |= next == eos_id; rows already done get pad_id; break when done.all()."),
-    solution=project_greedy, shown=decoding.__dict__["_decode_loop"],
+    solution=project_greedy, shown=decoding.decode_loop,
     why="With the cache, a step runs the decoder on one new token instead of the whole prefix, so a sentence "
         "costs O(T) decoder steps of one token rather than O(T²) positions; rows that finish are padded so "
         "the batch stays one array.",
@@ -83,10 +83,10 @@ GREEDY = Exercise(
 
 
 def project_beam_step(scores, logp, beam_size):
-    """The ranking in the project's beam step (_advance): the best totals by _best_first, largest first,
+    """The ranking in the project's beam step (advance): the best totals by best_first, largest first,
     ties in index order, each flat index split into (row, token)."""
     total = scores[:, None] + logp
-    flat = decoding.__dict__["_best_first"](total.reshape(-1), beam_size)
+    flat = decoding.best_first(total.reshape(-1), beam_size)
     rows, tokens = np.divmod(flat, logp.shape[1])
     return rows, tokens, total.reshape(-1)[flat]
 
@@ -132,7 +132,7 @@ def _spots_like(wrong):
 
 BEAM_STEP = Exercise(
     number=18, name="beam_step", title="one step of beam search",
-    reads="transformer/decoding.py (beam_search_batch, _advance)", function="beam_step",
+    reads="transformer/decoding.py (beam_search_batch, advance)", function="beam_step",
     stub='''def beam_step(scores, logp, beam_size):
     """Extend k hypotheses by one token and keep the best beam_size of all k·V extensions.
 
@@ -144,7 +144,7 @@ BEAM_STEP = Exercise(
     hints=("total = scores[:, None] + logp, then rank all k·V of them at once: total.reshape(-1).",
            'np.argsort(-flat, kind="stable")[:beam_size] gives the best first, ties in index order.',
            "Each flat index is row·V + token: rows, tokens = np.divmod(index, V)."),
-    solution=project_beam_step, shown=decoding.__dict__["_advance"],
+    solution=project_beam_step, shown=decoding.advance,
     why="Ranking all k·V extensions together is what makes it a beam rather than k greedy searches; the "
         "project sorts only the values at least as large as the 2·beam-th (np.partition), and ranks 2·beam of "
         "them so that enough survive after the <eos> ones retire.",

@@ -129,7 +129,7 @@ def _order_mistake(key):
 
 ORDER = Exercise(
     number=3, name="topological_order", title="the order the backward pass walks",
-    reads="tinygrad_lite/scalar.py (Value.backward, Value._topological_order)", function="topological_order",
+    reads="tinygrad_lite/scalar.py (Value.backward, Value.topological_order)", function="topological_order",
     imports=SCALAR_IMPORTS,
     stub='''def topological_order(root):
     """Every Value reachable from `root` through `.inputs`, each exactly once, each after all its inputs
@@ -142,7 +142,7 @@ ORDER = Exercise(
            "Keep a set of the Values already seen, so a Value reached twice is listed once.",
            "Python stops a recursion about 1,000 calls deep: use a list as your own stack of "
            "(node, iterator over its inputs)."),
-    solution=reference_order, shown=Value.__dict__["_topological_order"],
+    solution=reference_order, shown=Value.topological_order,
     why="Iterative, with an explicit stack, because a recursive search dies past ~1,000 nodes and a "
         "Value graph of a small MLP's training step has tens of thousands.",
     cases=lambda: [Case(label, (kind,), tags=frozenset({kind})) for label, kind in GRAPHS],
