@@ -15,7 +15,10 @@ import tinylearn
 from tinygrad_lite import Tensor
 from tinygrad_lite.dispatch import OPS, formula, substitute
 from tinygrad_lite.fast import plain
+from tinygrad_lite.nn import functional
 from tinylearn import workfolder
+from tinylearn.exercises.scalar_runs import reference_order
+from tinylearn.pictures import cross_entropy_with_value, swapped
 
 NO_SHIFT = '''    z = x * scale
     if mask is not None:
@@ -131,18 +134,28 @@ def test_check_from_python_takes_a_function_and_says_what_it_got():
         tinylearn.check("softmax", "softmax")
 
 
-DRAWN = {"mul": "*", "tanh": "tanh", "softmax": "softmax (masked)", "softmax_backward": "softmax (masked)",
-         "layernorm_backward": "layer_norm", "attention": "softmax (masked)"}
+DRAWN = {"mul": ">*", "tanh": ">tanh", "softmax": ">softmax (masked)", "softmax_backward": ">softmax (masked)",
+         "layernorm_backward": ">layer_norm", "attention": ">softmax (masked)", "topological_order": ">#1 a",
+         "unbroadcast": "by your unbroadcast", "matmul_backward": "by your matmul_backward",
+         "dropout": "your dropout&#39;s mask", "cross_entropy": "your cross_entropy", "split_heads": "your split_heads",
+         "warmup": "your warm-up schedule", "causal_mask": "your causal_mask(8)",
+         "positional_encoding": "your sinusoidal_table(64, 32)"}
 
 
-def test_the_exercises_with_a_picture_are_the_ops_of_a_graph():
+def test_every_exercise_has_a_picture_or_says_why_not():
     assert sorted(e.name for e in tinylearn.EXERCISES if e.draw is not None) == sorted(DRAWN)
-    with pytest.raises(ValueError, match="exercise 12 \\(warmup\\) has no backward graph"):
-        tinylearn.draw("warmup", fn=abs)
+    for exercise in tinylearn.EXERCISES:
+        assert (exercise.draw is None) == bool(exercise.no_picture), exercise.name
+    with pytest.raises(ValueError, match="exercise 11 \\(adam_update\\) has no picture: Adam's update is not an op"):
+        tinylearn.draw("adam_update", fn=abs)
+    passed = str(tinylearn.check("adam_update", tinylearn.find("adam_update").solution))
+    assert "No picture for this one: Adam's update" in passed and "tinylearn draw" not in passed
 
 
 @pytest.mark.parametrize("name", sorted(DRAWN))
-def test_draw_shows_the_learners_op_in_the_backward_graph(name, tmp_path):
+def test_draw_shows_the_learners_op(name, tmp_path):
+    """The picture is made from the learner's function (it ran, and its label is in the SVG), and the pass
+    message offers the command that draws it."""
     exercise = tinylearn.find(name)
     calls = []
 
@@ -151,7 +164,25 @@ def test_draw_shows_the_learners_op_in_the_backward_graph(name, tmp_path):
         return exercise.solution(*args, **kwargs)
     path = tinylearn.draw(name, tmp_path / "mine.svg", fn=mine)
     text = path.read_text(encoding="utf-8")
-    assert calls and text.lstrip().startswith(("<?xml", "<svg")) and f">{DRAWN[name]}" in text.replace("&#160;", " ")
+    assert calls and text.lstrip().startswith(("<?xml", "<svg")) and DRAWN[name] in text.replace("&#160;", " ")
+    assert f"python -m tinylearn draw {exercise.number}" in str(tinylearn.check(name, exercise.solution))
+
+
+def test_the_order_picture_numbers_the_nodes_in_the_learners_order(tmp_path):
+    backwards = tinylearn.draw("topological_order", tmp_path / "o.svg", fn=lambda root: reference_order(root)[::-1])
+    text = backwards.read_text(encoding="utf-8").replace("&#160;", " ")
+    assert ">#1 y" in text and ">#1 a" not in text
+
+
+def test_the_cross_entropy_picture_runs_the_learners_loss_and_the_engine_is_restored():
+    """The loss node the picture shows is the learner's value (cross_entropy_with_value); afterwards the
+    engine's cross_entropy is its own again."""
+    logits = Tensor(np.array([[1.0, 2.0, 0.5]]), requires_grad=True)
+    with swapped(functional, "cross_entropy_op", cross_entropy_with_value(lambda x, t, eps: 7.25)):
+        mine = functional.cross_entropy(logits, np.array([1]), label_smoothing=0.1)
+    mine.backward()
+    assert mine.item() == 7.25 and logits.grad.shape == (1, 3)
+    assert functional.cross_entropy(logits, np.array([1])).item() == pytest.approx(0.46437, abs=1e-5)
 
 
 def test_solution_shows_the_projects_code_and_why():
@@ -205,3 +236,23 @@ def test_docs_learn_lists_every_exercise_with_the_mistakes_it_names():
         row = next((line for line in doc.splitlines() if line.startswith(f"| {exercise.number} | `{exercise.name}` |")),
                    "")
         assert row.endswith(" | " + "; ".join(m.name for m in exercise.mistakes) + " |"), exercise.name
+
+
+TABLE = '''    rates = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
+    table = np.zeros((length, d_model))
+    table[:, 0::2] = np.sin(np.arange(length)[:, None] * rates)
+    table[:, 1::2] = np.cos(np.arange(length)[:, None] * rates[:d_model // 2])
+    return table
+'''
+
+
+@pytest.mark.cli
+def test_the_draw_command_a_pass_offers_writes_the_learners_picture(tmp_path):
+    assert learn(tmp_path, "start", "16").returncode == 0
+    written(tmp_path / "16_positional_encoding.py", TABLE)
+    passed = learn(tmp_path, "check", "16")
+    offered = next(line.split(": ", 1)[1] for line in passed.stdout.splitlines() if "tinylearn draw" in line)
+    assert passed.returncode == 0 and offered == "python -m tinylearn draw 16", passed.stdout
+    drawn = learn(tmp_path, *offered.split()[3:])
+    picture = tmp_path / "16_positional_encoding.svg"
+    assert drawn.returncode == 0 and "your sinusoidal_table(64, 32)" in picture.read_text(encoding="utf-8")

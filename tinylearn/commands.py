@@ -90,10 +90,11 @@ def reset(key, folder=".") -> str:
 
 
 def draw(key, out=None, fn=None, folder=".") -> Path:
-    """Draw the learner's op (from their file if fn is None) in the backward graph of a small step."""
+    """Draw the learner's op (from their file if fn is None) in the backward graph of a small step, or the
+    picture of the exercise's idea made with it."""
     exercise = find(key)
     if exercise.draw is None:
-        raise ValueError(f"tinylearn draw: exercise {exercise.number} ({exercise.name}) has no backward graph "
-                         "to draw")
+        raise ValueError(f"tinylearn draw: exercise {exercise.number} ({exercise.name}) has no picture: "
+                         f"{exercise.no_picture}")
     fn = workfolder.learner_function(exercise, folder) if fn is None else fn
     return exercise.draw(fn, Path(out or f"{exercise.number:02d}_{exercise.name}.svg"))

@@ -48,7 +48,9 @@ class Exercise:
     (the engine's own function or method); why: why the project writes it that way.
     call(fn, case): runs a function on a case, through the engine where the exercise plugs into it.
     checks: the properties run after the cases (gradients against finite differences, an end-to-end run).
-    draw(fn, path): draws the learner's op in the backward graph, after a pass; None if it has no picture.
+    draw(fn, path): draws the learner's op in the backward graph (or, for an exercise that is not an op,
+    the picture of its idea, which `picture` names), after a pass; None if it has none, and `no_picture`
+    then says why.
     """
 
     number: int
@@ -68,3 +70,5 @@ class Exercise:
     checks: tuple = ()
     tolerance: float = 1e-6
     draw: Callable | None = None
+    picture: str = "in the backward graph"
+    no_picture: str = ""

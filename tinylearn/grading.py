@@ -71,7 +71,9 @@ def grade(exercise: Exercise, fn) -> Report:
     done = ", ".join([f"all {len(cases)} inputs"] + [c.says for c in exercise.checks])
     lines = [f"✓ {exercise.number} {exercise.name}: passes {done}."]
     if exercise.draw is not None:
-        lines.append(f"  See your {exercise.name} in the backward graph: python -m tinylearn draw {exercise.number}")
+        lines.append(f"  See your {exercise.name} {exercise.picture}: python -m tinylearn draw {exercise.number}")
+    elif exercise.no_picture:
+        lines.append(f"  No picture for this one: {exercise.no_picture}")
     return Report(exercise, True, "\n".join(lines))
 
 

@@ -79,6 +79,8 @@ GREEDY = Exercise(
     ),
     checks=(Check("the end-to-end run (your loop decodes a Transformer with its cache as greedy_decode does)",
                   decode_matches),),
+    no_picture="a decoding loop makes no graph (it runs without gradients), and viz has no plot of a search; "
+               "`python -m viz explore` shows a trained model's decoding step by step.",
 )
 
 
@@ -160,6 +162,8 @@ BEAM_STEP = Exercise(
                 "number of tokens.", _spots_like(_by(lambda s, lp: s[:, None] + lp,
                                                      divisor=lambda lp: max(lp.shape[0], 1)))),
     ),
+    no_picture="a beam step ranks numbers and makes no graph, and viz has no plot of a beam; "
+               "`python -m viz explore` shows a trained model's decoding.",
 )
 
 EXERCISES = (GREEDY, BEAM_STEP)

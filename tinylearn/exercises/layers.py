@@ -9,12 +9,19 @@ import tinygrad_lite as tl
 from tinygrad_lite import Tensor
 from tinygrad_lite.dispatch import formula, substitute
 from tinygrad_lite.gradcheck import numerical_gradient
-from tinygrad_lite.nn import Dropout
+from tinygrad_lite.nn import Dropout, functional
 from tinygrad_lite.nn.functional import cross_entropy
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, finite
-from ..pictures import draw_substituted, weighted_sum
+from ..pictures import (
+    cross_entropy_with_value,
+    draw_substituted,
+    draw_swapped,
+    draw_tensor_function,
+    named,
+    weighted_sum,
+)
 from . import random_shapes
 from .copy_task import copy_task_check
 
@@ -193,7 +200,20 @@ DROPOUT = Exercise(
                 "old, non-inverted form, applied at evaluation time.",
                 lambda c, e, g: g["kept entries"] == "x·(1 − p)"),
     ),
+    draw=lambda fn, path: draw_tensor_function(fn, path, _dropped),
 )
+
+
+def _dropped(fn, rng):
+    """Σ w·(x·m), x (3, 4), m = your dropout(ones, 0.5, training, rng): the mask and scale your function gives."""
+    mask = named(Tensor(np.asarray(fn(np.ones((3, 4)), 0.5, True, rng), dtype=np.float64)), "your dropout's mask")
+    return weighted_sum(named(Tensor(rng.standard_normal((3, 4)), requires_grad=True) * mask, "dropout (yours)"), rng)
+
+
+def _smoothed_loss(rng):
+    loss = cross_entropy(Tensor(rng.standard_normal((3, 5)), requires_grad=True), rng.integers(0, 5, 3),
+                         label_smoothing=0.1)
+    return loss, loss
 
 
 def cross_entropy_cases():
@@ -264,6 +284,8 @@ CROSS_ENTROPY = Exercise(
         Mistake("a sum over the batch, not a mean", "divide by the number of rows N.",
                 lambda c, e, g: len(c.args[1]) > 1 and close(e * len(c.args[1]), g)),
     ),
+    draw=lambda fn, path: draw_swapped(functional, "cross_entropy_op", cross_entropy_with_value(fn), path,
+                                       _smoothed_loss, "your cross_entropy (ε = 0.1)"),
 )
 
 EXERCISES = (LAYER_NORM_BACKWARD, DROPOUT, CROSS_ENTROPY)

@@ -14,9 +14,10 @@ from transformer.positional_encoding import sinusoidal_table
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close
-from ..pictures import draw_tensor_function, weighted_sum
+from ..idea_pictures import draw_mask, draw_table
+from ..pictures import draw_tensor_function, named, weighted_sum
 from . import random_shapes
-from .copy_task import copy_task_check
+from .copy_task import copy_task_check, split_through
 
 
 def _rng():
@@ -192,7 +193,14 @@ SPLIT_HEADS = Exercise(
     ),
     checks=(Check("the end-to-end run (a Transformer learns to copy with your split in every attention block)",
                   lambda fn: copy_task_check(contextlib.nullcontext(), split=fn)),),
+    draw=lambda fn, path: draw_tensor_function(fn, path, _split),
 )
+
+
+def _split(fn, rng):
+    """Σ w·split(x), x (1, 3, 4) a leaf, split into 2 heads by the learner's function (split_through)."""
+    x = Tensor(rng.standard_normal((1, 3, 4)), requires_grad=True)
+    return weighted_sum(named(split_through(x, fn, 2), "your split_heads(x, 2)"), rng)
 
 
 def _mask_as_if(wrong):
@@ -230,6 +238,7 @@ CAUSAL_MASK = Exercise(
     ),
     checks=(Check("the end-to-end run (a Transformer trained under your mask learns to copy, decoding one token "
                   "at a time)", lambda fn: copy_task_check(contextlib.nullcontext(), causal=fn)),),
+    draw=draw_mask, picture="as a heatmap (viz.plots.plot_attention)",
 )
 
 
@@ -279,6 +288,7 @@ POSITIONAL_ENCODING = Exercise(
         Mistake("an odd d_model fails", "with an odd d_model there are d_model // 2 cosine columns: "
                 "use that many frequencies for them.", lambda c, e, g: "odd" in c.tags and isinstance(g, Exception)),
     ),
+    draw=draw_table, picture="as a heatmap (viz.plots.plot_positional_encoding)",
 )
 
 EXERCISES = (ATTENTION, SPLIT_HEADS, CAUSAL_MASK, POSITIONAL_ENCODING)

@@ -12,6 +12,7 @@ from tinygrad_lite.optim import Adam, AdamW, NoamLR
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, finite
+from ..idea_pictures import draw_schedule
 from .copy_task import copy_task_check
 
 PROJECT_ADAM = formula("adam_update")
@@ -105,6 +106,8 @@ ADAM = Exercise(
     ),
     checks=(Check("the end-to-end run (a Transformer learns to copy with your Adam)",
                   lambda fn: copy_task_check(substitute("adam_update", fn))),),
+    no_picture="Adam's update is not an op of the graph but what happens to the weights after it, and "
+               "viz has no plot of a parameter's path under an optimizer; the copy task's falling loss is its picture.",
 )
 
 
@@ -152,6 +155,7 @@ WARMUP = Exercise(
                 _factor_as_if(_shifted)),
     ),
     tolerance=1e-9,
+    draw=draw_schedule, picture="as a learning-rate curve (viz.plots.plot_loss_curves)",
 )
 
 EXERCISES = (ADAM, WARMUP)

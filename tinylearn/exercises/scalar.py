@@ -8,7 +8,7 @@ from tinygrad_lite.scalar import Value
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close
-from ..pictures import draw_value_op
+from ..pictures import draw_order, draw_value_op
 from .scalar_runs import order_summary, reference_order, xor_check
 
 SCALAR_IMPORTS = "from tinygrad_lite.scalar import Value\n"
@@ -158,6 +158,7 @@ ORDER = Exercise(
                 lambda c, e, g: isinstance(g, RecursionError)),
     ),
     checks=(Check("XOR trained with your order", lambda fn: xor_check(order=fn)),),
+    draw=draw_order, picture="numbering the Value graph's nodes (#1 first)",
 )
 
 EXERCISES = (MUL, TANH, ORDER)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinygrad_lite import Tensor
 from tinygrad_lite.gradcheck import numerical_gradient
+from tinygrad_lite.ops import binary
 from tinygrad_lite.ops.binary import matmul_op, unbroadcast
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close, differs
+from ..pictures import draw_swapped, matmul_with_backward, weighted_sum
 from . import random_shapes
 
 
@@ -97,7 +100,23 @@ UNBROADCAST = Exercise(
                 _mean_instead),
     ),
     checks=(Check("the gradient check against finite differences", _sum_back_through_add),),
+    draw=lambda fn, path: draw_swapped(binary, "unbroadcast", fn, path, _broadcast_add,
+                                       "a + b (its gradients summed back by your unbroadcast)"),
 )
+
+
+def _leaf(rng, shape):
+    return Tensor(rng.standard_normal(shape), requires_grad=True)
+
+
+def _broadcast_add(rng):
+    y = _leaf(rng, (3, 2, 4)) + _leaf(rng, (2, 1))
+    return weighted_sum(y, rng), y
+
+
+def _batched_matmul(rng):
+    y = _leaf(rng, (2, 2, 3)) @ _leaf(rng, (3, 4))
+    return weighted_sum(y, rng), y
 
 
 def matmul_backward_cases():
@@ -180,6 +199,8 @@ MATMUL_BACKWARD = Exercise(
                 lambda c, e, g: close(np.swapaxes(e[0], -1, -2), g[0]) or close(np.swapaxes(e[1], -1, -2), g[1])),
     ),
     checks=(Check("the gradient check against finite differences", _gradient_check),),
+    draw=lambda fn, path: draw_swapped(binary, "matmul_op", matmul_with_backward(fn), path, _batched_matmul,
+                                       "a @ b (its gradients by your matmul_backward)"),
 )
 
 EXERCISES = (UNBROADCAST, MATMUL_BACKWARD)
