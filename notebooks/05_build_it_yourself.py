@@ -17,7 +17,7 @@
 # %% [markdown]
 # # 5 · Build it yourself: the first three exercises
 #
-# Reading the engine teaches less than writing it. `tinylearn` holds 18 exercises along the reading
+# Reading the engine teaches less than writing it. `tinylearn` holds 19 exercises along the reading
 # path (`python -m tinylearn list`), from `Value`'s product to a step of beam search. Each is graded
 # offline: your function runs where the project's own code runs, on fixed inputs from the smallest up,
 # and a failure shows the first input it fails on, what was expected, what you gave, and, when it

@@ -483,7 +483,22 @@ def split_wrong_transpose(x, h):
     return x.reshape(B, T, h, d // h).transpose(0, 2, 3, 1)
 
 
-# ---------------------------------------------------------------- 15 causal mask
+# ---------------------------------------------------------------- 15 merge heads
+def merge_straight(x):
+    B, h, T, d_k = x.shape
+    return x.reshape(B, T, h * d_k)
+
+
+def merge_not_reshaped(x):
+    return x.transpose(0, 2, 1, 3)
+
+
+def merge_interleaved(x):
+    B, h, T, d_k = x.shape
+    return x.transpose(0, 2, 3, 1).reshape(B, T, h * d_k)
+
+
+# ---------------------------------------------------------------- 16 causal mask
 def causal_strict(size):
     return np.tril(np.ones((size, size), dtype=bool), -1)[None, None]
 
@@ -504,7 +519,7 @@ def causal_floats(size):
     return np.tril(np.ones((size, size)))[None, None]
 
 
-# ---------------------------------------------------------------- 16 positional encoding
+# ---------------------------------------------------------------- 17 positional encoding
 def _angles(length, d_model, start=0):
     return np.arange(start, start + length)[:, None] / 10000.0 ** (np.arange(0, d_model, 2) / d_model)
 
@@ -550,6 +565,9 @@ MUTANTS.update({
                     (split_not_transposed, "the heads left after the positions"),
                     (split_round_robin, "features dealt out in turn"),
                     (split_wrong_transpose, "positions and features swapped")],
+    "merge_heads": [(merge_straight, "reshaped without moving the heads back"),
+                    (merge_not_reshaped, "the heads left as their own axis"),
+                    (merge_interleaved, "heads interleaved feature by feature")],
     "causal_mask": [(causal_strict, "the diagonal masked"), (causal_upper, "the future allowed"),
                     (causal_true_masked, "True = masked"), (causal_no_axes, "no broadcast axes"),
                     (causal_floats, "numbers, not booleans")],
@@ -560,7 +578,7 @@ MUTANTS.update({
 })
 
 
-# ---------------------------------------------------------------- 17 greedy decoding
+# ---------------------------------------------------------------- 18 greedy decoding
 def _greedy(decode_step, batch, bos_id, eos_id, pad_id, max_len, feed_all=False, shift=0, pad=True, score_all=False,
             stop_any=False, stop=True):
     prefix, done, score = np.full((batch, 1), bos_id), np.zeros(batch, bool), np.zeros(batch)
@@ -602,7 +620,7 @@ def greedy_never_stops(*args):
     return _greedy(*args, stop=False)
 
 
-# ---------------------------------------------------------------- 18 beam step
+# ---------------------------------------------------------------- 19 beam step
 def _ranked(scores, logp, beam_size, values, descending=True, divisor=None):
     order = np.argsort(-values.reshape(-1) if descending else values.reshape(-1), kind="stable")[:beam_size]
     rows, tokens = np.divmod(order, divisor or logp.shape[1])

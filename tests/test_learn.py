@@ -138,6 +138,7 @@ DRAWN = {"mul": ">*", "tanh": ">tanh", "softmax": ">softmax (masked)", "softmax_
          "layernorm_backward": ">layer_norm", "attention": ">softmax (masked)", "topological_order": ">#1 a",
          "unbroadcast": "by your unbroadcast", "matmul_backward": "by your matmul_backward",
          "dropout": "your dropout&#39;s mask", "cross_entropy": "your cross_entropy", "split_heads": "your split_heads",
+         "merge_heads": "your merge_heads(x)",
          "warmup": "your warm-up schedule", "causal_mask": "your causal_mask(8)",
          "positional_encoding": "your sinusoidal_table(64, 32)"}
 
@@ -248,11 +249,11 @@ TABLE = '''    rates = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
 
 @pytest.mark.cli
 def test_the_draw_command_a_pass_offers_writes_the_learners_picture(tmp_path):
-    assert learn(tmp_path, "start", "16").returncode == 0
-    written(tmp_path / "16_positional_encoding.py", TABLE)
-    passed = learn(tmp_path, "check", "16")
+    assert learn(tmp_path, "start", "17").returncode == 0
+    written(tmp_path / "17_positional_encoding.py", TABLE)
+    passed = learn(tmp_path, "check", "17")
     offered = next(line.split(": ", 1)[1] for line in passed.stdout.splitlines() if "tinylearn draw" in line)
-    assert passed.returncode == 0 and offered == "python -m tinylearn draw 16", passed.stdout
+    assert passed.returncode == 0 and offered == "python -m tinylearn draw 17", passed.stdout
     drawn = learn(tmp_path, *offered.split()[3:])
-    picture = tmp_path / "16_positional_encoding.svg"
+    picture = tmp_path / "17_positional_encoding.svg"
     assert drawn.returncode == 0 and "your sinusoidal_table(64, 32)" in picture.read_text(encoding="utf-8")

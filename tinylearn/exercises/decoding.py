@@ -1,4 +1,4 @@
-"""Exercises 17-18, decoding (transformer/decoding.py): greedy decoding that feeds a key/value cache one token
+"""Exercises 18-19, decoding (transformer/decoding.py): greedy decoding that feeds a key/value cache one token
 per step, and one step of beam search. The greedy loop ends with the paper's Transformer decoded by it."""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _refused(words):
 
 
 GREEDY = Exercise(
-    number=17, name="greedy_decode", title="greedy decoding with a key/value cache",
+    number=18, name="greedy_decode", title="greedy decoding with a key/value cache",
     reads="transformer/decoding.py (greedy_decode, CachedSteps)", function="greedy_decode",
     stub='''def greedy_decode(decode_step, batch, bos_id, eos_id, pad_id, max_len):
     """Decode `batch` sentences one token at a time, each step taking the likeliest token.
@@ -133,7 +133,7 @@ def _spots_like(wrong):
 
 
 BEAM_STEP = Exercise(
-    number=18, name="beam_step", title="one step of beam search",
+    number=19, name="beam_step", title="one step of beam search",
     reads="transformer/decoding.py (beam_search_batch, advance)", function="beam_step",
     stub='''def beam_step(scores, logp, beam_size):
     """Extend k hypotheses by one token and keep the best beam_size of all k·V extensions.

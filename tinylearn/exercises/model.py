@@ -1,6 +1,7 @@
-"""Exercises 13-16, the paper's model (transformer/): scaled dot-product attention on Tensors (values and
-gradients against the project's), splitting d_model into heads, the causal mask, and the sinusoidal
-positional encoding. The first three end with the copy task trained with the learner's piece in the model."""
+"""Exercises 13-17, the paper's model (transformer/): scaled dot-product attention on Tensors (values and
+gradients against the project's), splitting d_model into heads and merging them back, the causal mask, and
+the sinusoidal positional encoding. The first four end with the copy task trained with the learner's piece
+in the model."""
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ from ..grading import close
 from ..idea_pictures import draw_mask, draw_table
 from ..pictures import draw_tensor_function, named, weighted_sum
 from . import random_shapes
-from .copy_task import copy_task_check, split_through
+from .copy_task import copy_task_check, moved_through, split_through
 
 
 def _rng():
@@ -203,6 +204,63 @@ def _split(fn, rng):
     return weighted_sum(named(split_through(x, fn, 2), "your split_heads(x, 2)"), rng)
 
 
+def merge_cases():
+    rng = _rng()
+    return [Case(f"x {shape}: B = {shape[0]}, h = {shape[1]}, T = {shape[2]}, d_k = {shape[3]}",
+                 (rng.standard_normal(shape),), tags=frozenset({"zero-size"} if 0 in shape else ()))
+            for shape in ((0, 2, 3, 2), (1, 2, 1, 2), (1, 2, 3, 2), (2, 3, 5, 2), (2, 1, 4, 8), (2, 4, 4, 2))]
+
+
+def project_merge(x):
+    """MultiHeadAttention.merge_heads, the project's own code, on a module of x's heads and width."""
+    _, h, _, d_k = x.shape
+    return MultiHeadAttention(h * d_k, h, dropout=0.0, dtype=np.float64).merge_heads(Tensor(x)).data
+
+
+def _merge_as_if(wrong):
+    def spots(c, e, g):
+        x = c.args[0]
+        return not close(e, g) and close(wrong(x, *x.shape), g)
+    return spots
+
+
+MERGE_HEADS = Exercise(
+    number=15, name="merge_heads", title="the heads merged back into d_model (§3.2.2, Concat)",
+    reads="transformer/attention.py (MultiHeadAttention.merge_heads)", function="merge_heads",
+    stub='''def merge_heads(x):
+    """(B, h, T, d_k) -> (B, T, h·d_k): the paper's Concat(head_1, ..., head_h) (§3.2.2), the inverse of
+    split_heads. Position t's row is head 0's d_k features at t, then head 1's, ... then head h−1's, so
+    that W^O sees each head's output in the features the split took it from. x: a NumPy array; returns one.
+    """''',
+    hints=("Bring the positions back before the heads first: swap axes 1 and 2, to (B, T, h, d_k).",
+           "Then reshape to (B, T, h·d_k): each position's heads, one after another.",
+           "Reshaping (B, h, T, d_k) straight to (B, T, h·d_k) keeps memory order and mixes the positions."),
+    solution=project_merge, shown=MultiHeadAttention.merge_heads,
+    why="One transpose and one reshape, the split's steps in reverse: merge_heads(split_heads(x)) is x "
+        "exactly, so the heads change nothing but where attention runs.",
+    cases=merge_cases,
+    mistakes=(
+        Mistake("reshaped without moving the heads back", "a reshape keeps memory order, heads first: swap axes 1 "
+                "and 2 to (B, T, h, d_k) before reshaping.",
+                _merge_as_if(lambda x, B, h, T, dk: x.reshape(B, T, h * dk))),
+        Mistake("the heads left as their own axis", "(B, T, h, d_k) is halfway: reshape it to (B, T, h·d_k).",
+                _merge_as_if(lambda x, B, h, T, dk: x.transpose(0, 2, 1, 3))),
+        Mistake("heads interleaved feature by feature", "head i's d_k features stay together, i·d_k to (i+1)·d_k − 1: "
+                "transpose(0, 2, 1, 3), not (0, 2, 3, 1), before the reshape.",
+                _merge_as_if(lambda x, B, h, T, dk: x.transpose(0, 2, 3, 1).reshape(B, T, h * dk))),
+    ),
+    checks=(Check("the end-to-end run (a Transformer learns to copy with your merge in every attention block)",
+                  lambda fn: copy_task_check(contextlib.nullcontext(), merge=fn)),),
+    draw=lambda fn, path: draw_tensor_function(fn, path, _merge),
+)
+
+
+def _merge(fn, rng):
+    """Σ w·merge(x), x (1, 2, 3, 2) a leaf, merged by the learner's function (moved_through)."""
+    x = Tensor(rng.standard_normal((1, 2, 3, 2)), requires_grad=True)
+    return weighted_sum(named(moved_through(x, fn), "your merge_heads(x)"), rng)
+
+
 def _mask_as_if(wrong):
     def spots(c, e, g):
         return not close(e, g) and close(wrong(c.args[0]), g) and np.asarray(g).dtype == np.bool_
@@ -210,7 +268,7 @@ def _mask_as_if(wrong):
 
 
 CAUSAL_MASK = Exercise(
-    number=15, name="causal_mask", title="the causal mask: no peeking at later words (§3.2.3)",
+    number=16, name="causal_mask", title="the causal mask: no peeking at later words (§3.2.3)",
     reads="transformer/masks.py (causal_mask)", function="causal_mask",
     stub='''def causal_mask(size):
     """(1, 1, size, size) bool: entry [0, 0, i, j] is True when position i may attend to position j, which is
@@ -260,7 +318,7 @@ def _pairs(pos, d, first=np.sin, second=np.cos, per_dim=False):
 
 
 POSITIONAL_ENCODING = Exercise(
-    number=16, name="positional_encoding", title="the sinusoids of §3.5",
+    number=17, name="positional_encoding", title="the sinusoids of §3.5",
     reads="transformer/positional_encoding.py (sinusoidal_table)", function="sinusoidal_table",
     stub='''def sinusoidal_table(length, d_model):
     """The (length, d_model) table of §3.5, positions 0 .. length − 1, float64:
@@ -291,4 +349,4 @@ POSITIONAL_ENCODING = Exercise(
     draw=draw_table, picture="as a heatmap (viz.plots.plot_positional_encoding)",
 )
 
-EXERCISES = (ATTENTION, SPLIT_HEADS, CAUSAL_MASK, POSITIONAL_ENCODING)
+EXERCISES = (ATTENTION, SPLIT_HEADS, MERGE_HEADS, CAUSAL_MASK, POSITIONAL_ENCODING)
