@@ -15,6 +15,8 @@ from transformer import Transformer
 from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer.decoding import greedy_decode
 
+from .copy_pieces import D_MODEL, P_DROP, scheduled, with_dropout, with_table
+
 VOCAB, LENGTH, BATCH, STEPS = 8, 5, 16, 100
 BOS, EOS = 1, 2
 
@@ -61,20 +63,28 @@ def plugged(model, attention=None, split=None, merge=None):
     return model
 
 
-def copy_task(context, attention=None, split=None, causal=None, merge=None) -> tuple[float, float, float]:
+def copy_task(context, attention=None, split=None, causal=None, merge=None, dropout=None, table=None,
+              schedule=None, steps=STEPS) -> tuple[float, float, float]:
     """(first loss, last loss, greedy token accuracy) of the copy task trained inside `context`, with the
-    learner's attention, split_heads or merge_heads plugged into every attention block, or its causal mask(size) as the
-    decoder's mask in training, if given (greedy decoding feeds one token at a time, so a mask that lets
-    training see later tokens shows there)."""
+    learner's attention, split_heads or merge_heads plugged into every attention block, its causal
+    mask(size) as the decoder's mask in training (greedy decoding feeds one token at a time, so a mask that
+    lets training see later tokens shows there), its dropout, sinusoidal table or warm-up schedule
+    (copy_pieces), where given; `steps` Adam steps."""
     tl.manual_seed(0)
     rng = np.random.default_rng(0)
-    model = Transformer(VOCAB, VOCAB, d_model=16, h=2, N=1, d_ff=32, dropout=0.0, dtype=np.float64)
+    model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, h=2, N=1, d_ff=32, dropout=0.0 if dropout is None else P_DROP,
+                        dtype=np.float64)
     if attention is not None or split is not None or merge is not None:
         plugged(model, attention, split, merge)
+    if dropout is not None:
+        with_dropout(model, dropout)
+    if table is not None:
+        with_table(model, table)
     opt = Adam(model.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
+    lr_schedule = None if schedule is None else scheduled(opt, schedule)
     losses = []
     with context:
-        for _ in range(STEPS):
+        for _ in range(steps):
             data = rng.integers(3, VOCAB, size=(BATCH, LENGTH))
             tgt_in = np.concatenate([np.full((BATCH, 1), BOS), data[:, :-1]], axis=1)
             mask = None if causal is None else np.asarray(causal(LENGTH))
@@ -82,18 +92,20 @@ def copy_task(context, attention=None, split=None, causal=None, merge=None) -> t
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if lr_schedule is not None:
+                lr_schedule.step()
             losses.append(loss.item())
         test = rng.integers(3, VOCAB, size=(20, LENGTH))
         out, _ = greedy_decode(model, test, bos_id=BOS, eos_id=EOS, max_len=LENGTH)
     return float(np.mean(losses[:5])), float(np.mean(losses[-5:])), float((out[:, :LENGTH] == test).mean())
 
 
-def copy_task_check(context, attention=None, split=None, causal=None, merge=None):
+def copy_task_check(context, steps=STEPS, **pieces):
     """A Check.run result: None if the copy task learns (last loss under a third of the first, and 80% of
     the tokens right), else the failure."""
-    first, last, accuracy = copy_task(context, attention, split, causal, merge)
+    first, last, accuracy = copy_task(context, steps=steps, **pieces)
     if last == last and last < first / 3 and accuracy >= 0.8:
         return None
-    return (f"the end-to-end run: a Transformer learning to copy {LENGTH} tokens in {STEPS} steps with yours",
+    return (f"the end-to-end run: a Transformer learning to copy {LENGTH} tokens in {steps} steps with yours",
             f"a loss below {first / 3:.3f} and at least 80% of the tokens right",
             f"a loss of {last:.3f} and {accuracy:.0%} of the tokens right", ())

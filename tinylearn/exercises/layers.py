@@ -1,7 +1,9 @@
 """Exercises 8-10, the layers' ops (tinygrad_lite/ops/nn.py, nn/functional.py): layer norm's backward, run
-by the engine in place of its formula; dropout, graded by what it must do to numbers; and cross-entropy
-with label smoothing, against the engine's loss."""
+by the engine in place of its formula; dropout, graded by what it must do to numbers, then in every
+Dropout module of the copy task; and cross-entropy with label smoothing, against the engine's loss."""
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from ..pictures import (
     weighted_sum,
 )
 from . import random_shapes
-from .copy_task import copy_task_check
+from .copy_task import STEPS, copy_task_check
 
 PROJECT_LAYERNORM_BACKWARD = formula("layernorm_backward")
 
@@ -200,6 +202,8 @@ DROPOUT = Exercise(
                 "old, non-inverted form, applied at evaluation time.",
                 lambda c, e, g: g["kept entries"] == "x·(1 − p)"),
     ),
+    checks=(Check("the end-to-end run (a Transformer with your dropout, p = 0.1, in every Dropout module learns to "
+                  "copy)", lambda fn: copy_task_check(contextlib.nullcontext(), steps=2 * STEPS, dropout=fn)),),
     draw=lambda fn, path: draw_tensor_function(fn, path, _dropped),
 )
 

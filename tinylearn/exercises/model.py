@@ -1,7 +1,7 @@
 """Exercises 13-17, the paper's model (transformer/): scaled dot-product attention on Tensors (values and
 gradients against the project's), splitting d_model into heads and merging them back, the causal mask, and
-the sinusoidal positional encoding. The first four end with the copy task trained with the learner's piece
-in the model."""
+the sinusoidal positional encoding. Each ends with the copy task trained with the learner's piece in
+the model."""
 from __future__ import annotations
 
 import contextlib
@@ -346,6 +346,8 @@ POSITIONAL_ENCODING = Exercise(
         Mistake("an odd d_model fails", "with an odd d_model there are d_model // 2 cosine columns: "
                 "use that many frequencies for them.", lambda c, e, g: "odd" in c.tags and isinstance(g, Exception)),
     ),
+    checks=(Check("the end-to-end run (a Transformer learns to copy with your table as its positional encoding)",
+                  lambda fn: copy_task_check(contextlib.nullcontext(), table=fn)),),
     draw=draw_table, picture="as a heatmap (viz.plots.plot_positional_encoding)",
 )
 

@@ -1,7 +1,9 @@
 """Exercises 11-12, the optimizer (tinygrad_lite/optim/): Adam's update with its bias correction, run by
-the engine's Adam in place of its formula, and the paper's warm-up schedule."""
+the engine's Adam in place of its formula, and the paper's warm-up schedule, which then drives the copy
+task's learning rate as NoamLR's factor."""
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -155,6 +157,8 @@ WARMUP = Exercise(
                 _factor_as_if(_shifted)),
     ),
     tolerance=1e-9,
+    checks=(Check("the end-to-end run (a Transformer learns to copy with your schedule driving Adam's learning "
+                  "rate)", lambda fn: copy_task_check(contextlib.nullcontext(), schedule=fn)),),
     draw=draw_schedule, picture="as a learning-rate curve (viz.plots.plot_loss_curves)",
 )
 
