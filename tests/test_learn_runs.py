@@ -3,9 +3,14 @@ one, or learns; with a piece that does nothing useful it fails, and says what it
 import contextlib
 
 import numpy as np
+import pytest
+from learn_mutants import MUTANTS
 
 from tinygrad_lite.fast import plain
-from tinylearn.exercises.copy_task import copy_task, copy_task_check
+from tinylearn import find
+from tinylearn.exercises.beam_run import BEAM, MAX_LEN, PENALTY, beam_matches, trained_copier
+from tinylearn.exercises.copy_task import BOS, EOS, copy_task, copy_task_check
+from transformer.decoding import beam_search, greedy_decode
 from transformer.positional_encoding import sinusoidal_table
 
 NONE = contextlib.nullcontext
@@ -43,3 +48,19 @@ def test_the_learners_dropout_runs_in_training_and_not_in_decoding():
 def test_a_dropout_that_drops_everything_fails_the_run():
     with plain():
         assert copy_task_check(NONE(), dropout=lambda x, p, training, rng: np.zeros_like(x)) is not None
+
+
+def test_the_beam_run_matches_beam_search_with_the_projects_step_and_beats_greedy_somewhere():
+    model, sentences = trained_copier()
+    assert beam_matches(find("beam_step").solution) is None
+    with plain():
+        greedy, _ = greedy_decode(model, sentences, BOS, EOS, MAX_LEN)
+        beams = [beam_search(model, src, BOS, EOS, BEAM, MAX_LEN, PENALTY)[0] for src in sentences]
+    cut = [[int(t) for t in row[:list(row).index(EOS) + 1 if EOS in row else len(row)]] for row in greedy]
+    assert sum([int(t) for t in beam] != row for beam, row in zip(beams, cut)) >= 2
+
+
+@pytest.mark.parametrize("mutant, mistake", MUTANTS["beam_step"], ids=[m for _, m in MUTANTS["beam_step"]])
+def test_the_beam_run_alone_rejects_every_wrong_step(mutant, mistake):
+    failure = beam_matches(mutant)
+    assert failure is not None and failure[0].startswith("the end-to-end run: beam search")

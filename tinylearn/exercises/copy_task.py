@@ -5,6 +5,8 @@ merge computing every attention block (WithYourPieces). With the project's piece
 ~0.4 and greedy decoding gets ~93% of the tokens right, in a quarter of a second."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 import tinygrad_lite as tl
@@ -63,6 +65,40 @@ def plugged(model, attention=None, split=None, merge=None):
     return model
 
 
+def build_copier(dropout=None, table=None, schedule=None):
+    """(model, optimizer, learning-rate schedule or None, rng) of the copy task, seeded, with the learner's
+    dropout, table or schedule set (copy_pieces) where given."""
+    tl.manual_seed(0)
+    model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, h=2, N=1, d_ff=32, dropout=0.0 if dropout is None else P_DROP,
+                        dtype=np.float64)
+    if dropout is not None:
+        with_dropout(model, dropout)
+    if table is not None:
+        with_table(model, table)
+    opt = Adam(model.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
+    return model, opt, None if schedule is None else scheduled(opt, schedule), np.random.default_rng(0)
+
+
+def train(model, opt, lr_schedule, rng, context, steps=STEPS, causal=None, eos=False) -> list:
+    """The losses of `steps` Adam steps on random batches to copy, inside `context`, the decoder trained under
+    the learner's causal mask(size) if given; with `eos`, each copy ends with <eos>."""
+    losses = []
+    with context:
+        for _ in range(steps):
+            data = rng.integers(3, VOCAB, size=(BATCH, LENGTH))
+            target = np.concatenate([data, np.full((BATCH, 1), EOS)], axis=1) if eos else data
+            tgt_in = np.concatenate([np.full((BATCH, 1), BOS), target[:, :-1]], axis=1)
+            mask = None if causal is None else np.asarray(causal(target.shape[1]))
+            loss = cross_entropy(model(data, tgt_in, tgt_mask=mask).reshape(-1, VOCAB), Tensor(target.reshape(-1)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if lr_schedule is not None:
+                lr_schedule.step()
+            losses.append(loss.item())
+    return losses
+
+
 def copy_task(context, attention=None, split=None, causal=None, merge=None, dropout=None, table=None,
               schedule=None, steps=STEPS) -> tuple[float, float, float]:
     """(first loss, last loss, greedy token accuracy) of the copy task trained inside `context`, with the
@@ -70,31 +106,11 @@ def copy_task(context, attention=None, split=None, causal=None, merge=None, drop
     mask(size) as the decoder's mask in training (greedy decoding feeds one token at a time, so a mask that
     lets training see later tokens shows there), its dropout, sinusoidal table or warm-up schedule
     (copy_pieces), where given; `steps` Adam steps."""
-    tl.manual_seed(0)
-    rng = np.random.default_rng(0)
-    model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, h=2, N=1, d_ff=32, dropout=0.0 if dropout is None else P_DROP,
-                        dtype=np.float64)
+    model, opt, lr_schedule, rng = build_copier(dropout, table, schedule)
     if attention is not None or split is not None or merge is not None:
         plugged(model, attention, split, merge)
-    if dropout is not None:
-        with_dropout(model, dropout)
-    if table is not None:
-        with_table(model, table)
-    opt = Adam(model.parameters(), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
-    lr_schedule = None if schedule is None else scheduled(opt, schedule)
-    losses = []
     with context:
-        for _ in range(steps):
-            data = rng.integers(3, VOCAB, size=(BATCH, LENGTH))
-            tgt_in = np.concatenate([np.full((BATCH, 1), BOS), data[:, :-1]], axis=1)
-            mask = None if causal is None else np.asarray(causal(LENGTH))
-            loss = cross_entropy(model(data, tgt_in, tgt_mask=mask).reshape(-1, VOCAB), Tensor(data.reshape(-1)))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if lr_schedule is not None:
-                lr_schedule.step()
-            losses.append(loss.item())
+        losses = train(model, opt, lr_schedule, rng, contextlib.nullcontext(), steps, causal)
         test = rng.integers(3, VOCAB, size=(20, LENGTH))
         out, _ = greedy_decode(model, test, bos_id=BOS, eos_id=EOS, max_len=LENGTH)
     return float(np.mean(losses[:5])), float(np.mean(losses[-5:])), float((out[:, :LENGTH] == test).mean())

@@ -1,5 +1,5 @@
 """Exercises 18-19, decoding (transformer/decoding.py): greedy decoding that feeds a key/value cache one token
-per step, and one step of beam search. The greedy loop ends with the paper's Transformer decoded by it."""
+per step, and one step of beam search. Each ends with the paper's Transformer decoded by it."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -10,6 +10,7 @@ from transformer import decoding
 
 from ..exercise import Case, Check, Exercise, Mistake
 from ..grading import close
+from .beam_run import beam_matches
 from .decoding_runs import BOS, EOS, PAD, ToyDecoder, decode_matches, greedy_variant
 
 
@@ -162,6 +163,8 @@ BEAM_STEP = Exercise(
                 "number of tokens.", _spots_like(_by(lambda s, lp: s[:, None] + lp,
                                                      divisor=lambda lp: max(lp.shape[0], 1)))),
     ),
+    checks=(Check("the end-to-end run (a beam search built on your step decodes a small trained Transformer as "
+                  "beam_search does)", beam_matches),),
     no_picture="a beam step ranks numbers and makes no graph, and viz has no plot of a beam; "
                "`python -m viz explore` shows a trained model's decoding.",
 )
