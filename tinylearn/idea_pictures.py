@@ -21,7 +21,7 @@ def draw_mask(fn, path):
     """fn(8) as a heatmap: query position down, key position across, 1 where it may attend."""
     mask = np.asarray(fn(MASK_SIZE), dtype=np.float64).reshape(MASK_SIZE, MASK_SIZE)
     positions = [str(i) for i in range(MASK_SIZE)]
-    return plot_attention(mask, positions, out=path, title="your causal_mask(8): 1 = may attend").path
+    return plot_attention(mask, positions, out=path, title="your causal_mask(8)").path
 
 
 def draw_table(fn, path):

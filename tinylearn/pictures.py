@@ -47,8 +47,8 @@ def weighted_sum(y: Tensor, rng) -> Tensor:
 
 
 def draw_order(fn, path):
-    """The Value graph of the s·s + s·c diamond, each node's label numbered by its place in fn's order."""
-    a, b, c = Value(2.0, label="a"), Value(-3.0, label="b"), Value(0.5, label="c")
+    """The Value graph of tanh(s·s + s·c), s = a·b, each node's label numbered by its place in fn's order."""
+    a, b, c = Value(0.5, label="a"), Value(-0.8, label="b"), Value(0.3, label="c")
     shared = a * b
     shared.label = "s"
     root = (shared * shared + shared * c).tanh()
