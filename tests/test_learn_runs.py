@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 from learn_mutants import MUTANTS
 
+from tinygrad_lite import Tensor
 from tinygrad_lite.fast import plain
+from tinygrad_lite.nn import functional
 from tinylearn import find
 from tinylearn.exercises.beam_run import BEAM, MAX_LEN, PENALTY, beam_matches, trained_copier
 from tinylearn.exercises.copy_task import BOS, EOS, copy_task, copy_task_check
+from tinylearn.exercises.loss_run import loss_run_check, your_loss
 from transformer.decoding import beam_search, greedy_decode
 from transformer.positional_encoding import sinusoidal_table
 
@@ -64,3 +67,22 @@ def test_the_beam_run_matches_beam_search_with_the_projects_step_and_beats_greed
 def test_the_beam_run_alone_rejects_every_wrong_step(mutant, mistake):
     failure = beam_matches(mutant)
     assert failure is not None and failure[0].startswith("the end-to-end run: beam search")
+
+
+def test_the_loss_run_trains_on_the_learners_loss_as_on_the_engines():
+    """Its gradient by finite differences of the project's loss gives the engine's run; a loss twice as large
+    (a gradient twice as large) does not."""
+    assert loss_run_check(find("cross_entropy").solution) is None
+    failure = loss_run_check(lambda logits, targets, eps: 2 * find("cross_entropy").solution(logits, targets, eps))
+    assert failure is not None and "trained 50 steps on your loss" in failure[0]
+
+
+def test_the_loss_runs_gradient_is_the_engines_to_a_millionth():
+    rng = np.random.default_rng(0)
+    logits, targets = rng.standard_normal((6, 8)), rng.integers(0, 8, 6)
+    engine = Tensor(logits, requires_grad=True)
+    functional.cross_entropy(engine, targets, label_smoothing=0.1).backward()
+    yours = Tensor(logits, requires_grad=True)
+    with plain(), your_loss(find("cross_entropy").solution):
+        functional.cross_entropy(yours, targets, label_smoothing=0.1).backward()
+    assert np.allclose(yours.grad, engine.grad, atol=1e-6)

@@ -79,9 +79,10 @@ def build_copier(dropout=None, table=None, schedule=None):
     return model, opt, None if schedule is None else scheduled(opt, schedule), np.random.default_rng(0)
 
 
-def train(model, opt, lr_schedule, rng, context, steps=STEPS, causal=None, eos=False) -> list:
+def train(model, opt, lr_schedule, rng, context, steps=STEPS, causal=None, eos=False, smoothing=0.0) -> list:
     """The losses of `steps` Adam steps on random batches to copy, inside `context`, the decoder trained under
-    the learner's causal mask(size) if given; with `eos`, each copy ends with <eos>."""
+    the learner's causal mask(size) if given; with `eos`, each copy ends with <eos>; `smoothing` is the
+    loss's label smoothing."""
     losses = []
     with context:
         for _ in range(steps):
@@ -89,7 +90,8 @@ def train(model, opt, lr_schedule, rng, context, steps=STEPS, causal=None, eos=F
             target = np.concatenate([data, np.full((BATCH, 1), EOS)], axis=1) if eos else data
             tgt_in = np.concatenate([np.full((BATCH, 1), BOS), target[:, :-1]], axis=1)
             mask = None if causal is None else np.asarray(causal(target.shape[1]))
-            loss = cross_entropy(model(data, tgt_in, tgt_mask=mask).reshape(-1, VOCAB), Tensor(target.reshape(-1)))
+            loss = cross_entropy(model(data, tgt_in, tgt_mask=mask).reshape(-1, VOCAB), Tensor(target.reshape(-1)),
+                                 label_smoothing=smoothing)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -100,17 +102,17 @@ def train(model, opt, lr_schedule, rng, context, steps=STEPS, causal=None, eos=F
 
 
 def copy_task(context, attention=None, split=None, causal=None, merge=None, dropout=None, table=None,
-              schedule=None, steps=STEPS) -> tuple[float, float, float]:
+              schedule=None, steps=STEPS, smoothing=0.0) -> tuple[float, float, float]:
     """(first loss, last loss, greedy token accuracy) of the copy task trained inside `context`, with the
     learner's attention, split_heads or merge_heads plugged into every attention block, its causal
     mask(size) as the decoder's mask in training (greedy decoding feeds one token at a time, so a mask that
     lets training see later tokens shows there), its dropout, sinusoidal table or warm-up schedule
-    (copy_pieces), where given; `steps` Adam steps."""
+    (copy_pieces), where given; `steps` Adam steps on a loss with label smoothing `smoothing`."""
     model, opt, lr_schedule, rng = build_copier(dropout, table, schedule)
     if attention is not None or split is not None or merge is not None:
         plugged(model, attention, split, merge)
     with context:
-        losses = train(model, opt, lr_schedule, rng, contextlib.nullcontext(), steps, causal)
+        losses = train(model, opt, lr_schedule, rng, contextlib.nullcontext(), steps, causal, smoothing=smoothing)
         test = rng.integers(3, VOCAB, size=(20, LENGTH))
         out, _ = greedy_decode(model, test, bos_id=BOS, eos_id=EOS, max_len=LENGTH)
     return float(np.mean(losses[:5])), float(np.mean(losses[-5:])), float((out[:, :LENGTH] == test).mean())

@@ -26,6 +26,7 @@ from ..pictures import (
 )
 from . import random_shapes
 from .copy_task import STEPS, copy_task_check
+from .loss_run import loss_run_check
 
 PROJECT_LAYERNORM_BACKWARD = formula("layernorm_backward")
 
@@ -288,6 +289,7 @@ CROSS_ENTROPY = Exercise(
         Mistake("a sum over the batch, not a mean", "divide by the number of rows N.",
                 lambda c, e, g: len(c.args[1]) > 1 and close(e * len(c.args[1]), g)),
     ),
+    checks=(Check("the end-to-end run (the copy task trained on your loss goes as on the engine's)", loss_run_check),),
     draw=lambda fn, path: draw_swapped(functional, "cross_entropy_op", cross_entropy_with_value(fn), path,
                                        _smoothed_loss, "your cross_entropy (ε = 0.1)"),
 )
