@@ -133,8 +133,8 @@ def test_a_compiled_step_takes_a_batch_of_arrays():
     ([], None, None), (["--no-compile"], None, False), ([], "0", False), ([], "false", False), ([], "1", True),
     ([], "on", True), ([], "maybe", None), (["--compile"], "0", True), (["--no-compile"], "1", False)])
 def test_the_flags_then_the_environment_then_the_commands_default_choose(monkeypatch, argv, env, chosen, default):
-    """`gpt train` compiles by default, `train` does not (its batches' many shapes cost more captures than
-    replays gain); --compile / --no-compile, else TINYGRAD_LITE_COMPILE=0/1, override either."""
+    """`gpt train` compiles by default, `train` does not (compiled, it is about as fast, not faster);
+    --compile / --no-compile, else TINYGRAD_LITE_COMPILE=0/1, override either."""
     parser = OneLineParser(prog="p")
     add_compile(parser, default=default)
     if env is None:

@@ -42,7 +42,7 @@ class TrainConfig:
     progress: bool = True
     threads: int | None = None       # BLAS + Numba; None: set_num_threads' or $TINYGRAD_LITE_NUM_THREADS or 1
     compile: bool = False            # the step's loss and backward as a compiled plan (--compile); eager by
-                                     # default: captures cost more than replays gain (bench/README.md)
+                                     # default: compiled is about as fast, not faster (bench/README.md)
     extra: dict = field(default_factory=dict)
 
 
