@@ -3,6 +3,8 @@ with dropout and the translator on the built-in corpus end with the same weights
 resumed from its checkpoint ends where the uninterrupted compiled run ends, and the translator's
 batches that skip <pad> rows run eagerly, counted. Each compiled run checks that plans were replayed,
 so a step that silently ran eagerly fails."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -20,8 +22,14 @@ class Quiet(TrainingReport):
 
 
 def gpt_config(out, **overrides) -> GPTTrainConfig:
-    settings = dict(out=str(out), n_layer=1, n_head=2, n_embd=32, block_size=16, batch_size=4, dropout=0.1,
-                    bias=True, max_iters=6, eval_interval=3, eval_iters=1, warmup_iters=2, minutes=None, seed=3)
+    """A toy run on a text of its own (the built-in text is the project's docs, which may change while
+    a test runs)."""
+    text = Path(out).parent / "text.txt"
+    if not text.exists():
+        text.write_text("the quick brown fox jumps over the lazy dog.\n" * 60, encoding="utf-8")
+    settings = dict(out=str(out), data=str(text), n_layer=1, n_head=2, n_embd=32, block_size=16, batch_size=4,
+                    dropout=0.1, bias=True, max_iters=6, eval_interval=3, eval_iters=1, warmup_iters=2,
+                    minutes=None, seed=3)
     return GPTTrainConfig(**{**settings, **overrides})
 
 
