@@ -49,15 +49,13 @@ from .plugins.compiled import CompiledGradients
 from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
-from .plugins.report import TrainingReport
+from .plugins.report import EVENTS_FILE, TrainingReport
 from .plugins.time_limit import TimeLimit, cool_down
 from .time_budget import TimeBudget
 from .train_config import TrainConfig
 from .train_data import Dataset, build_dataset, epoch_batches
 from .training_state import merge_saved_config, remove_partial_writes, restore_training_state, training_state
 from .translator import SENTENCE_END, Translator, TranslatorError
-
-EVENTS_FILE = "events.jsonl"  # the live page's log of the run (--explore, transformer.events)
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> Transformer:

@@ -49,7 +49,7 @@ from ..plugins.compiled import CompiledGradients, describe_step
 from ..plugins.data_parallel import DataParallel
 from ..plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from ..plugins.interrupt import CtrlC, Interrupted
-from ..plugins.report import TrainingReport
+from ..plugins.report import EVENTS_FILE, TrainingReport
 from ..plugins.time_limit import TimeLimit
 from ..time_budget import TimeBudget
 from ..training_state import cut_back, size_of
@@ -59,7 +59,6 @@ from .tokenizers import tokenizer_from_dict
 from .train_config import PER_INVOCATION, RESUME_FIXED, TRAINING_FORMAT, GPTTrainConfig, GPTTrainingError
 
 BATCHES, EVALUATION = 1, 2                             # the seeded streams besides the engine's
-EVENTS_FILE = "events.jsonl"                           # the live page's log of the run (--explore, transformer.events)
 
 
 def get_lr(it: int, cfg: GPTTrainConfig, progress: float | None = None) -> float:

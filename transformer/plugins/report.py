@@ -2,6 +2,8 @@
 one bar for the run's budget, transformer.events writes --explore's events."""
 from __future__ import annotations
 
+EVENTS_FILE = "events.jsonl"  # the live page's log of a run in its OUT folder (--explore, transformer.events)
+
 
 class TrainingReport:
     """The trainers call `step` after each step and `write` for each line; this one prints lines."""
