@@ -292,7 +292,6 @@ def test_the_textbook_path_holds_no_machinery():
 # Reading-path files that still branch on a speed trick, until the step compiler's rules fuse their plain
 # versions in every run (issue 45): the test fails on an entry that no longer names TRICKS, so this only shrinks.
 STILL_BRANCHING_ON_TRICKS = {
-    "tinygrad_lite/nn/functional.py",  # the panel products (_product), cross-entropy's fused gradient
     "transformer/attention.py", "transformer/add_norm.py", "transformer/feed_forward.py",  # fused in eager runs
 }
 

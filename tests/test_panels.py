@@ -196,6 +196,41 @@ def test_a_linears_products_on_panels_match_blas_and_run_on_panels(monkeypatch, 
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * scale)
 
 
+@pytest.mark.parametrize("forced", [True, False])
+def test_the_twin_of_linear_product_is_its_formula_to_rounding(monkeypatch, forced):
+    """kernels.panels.linear_product_numba, the numba backend's nn.functional._product (op linear_product): the
+    panels where the rule says so, else BLAS; either way the formula `a @ b` within float32 rounding."""
+    from tinygrad_lite import dispatch, fast
+    from tinygrad_lite.kernels import use_backend
+    from tinygrad_lite.nn import functional as F
+    calls = []
+    matmul = panels.panel_matmul_numba
+    monkeypatch.setattr(panels, "panel_matmul_numba", lambda a, b: calls.append(a.shape) or matmul(a, b))
+    the_rule(monkeypatch, wide=forced)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((70, 40)).astype(np.float32), rng.standard_normal((40, 50)).astype(np.float32)
+    with use_backend("numba"), fast.tricks_on("panel_products"):
+        assert dispatch.TWINS["linear_product"] is panels.linear_product_numba
+        got = F._product(a, b)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bound = 4e-6 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 1e-7
+    assert got.dtype == np.float32 and (np.abs(got - exact) <= bound).all()
+    assert (np.abs(F._product.formula(a, b) - exact) <= bound).all()
+    assert calls == ([(70, 40)] if forced else [])
+
+
+def test_the_formula_path_multiplies_on_blas_only(monkeypatch):
+    """Under the numpy backend a Linear's products are the formula `a @ b`, whatever the rule would say."""
+    from tinygrad_lite import fast
+    from tinygrad_lite.kernels import use_backend
+    monkeypatch.setattr(panels, "panel_matmul_numba", lambda a, b: pytest.fail("the panels ran"))
+    panels_forced_on(monkeypatch)
+    with use_backend("numpy"), fast.tricks_on("panel_products"):
+        exact = linear_step("linear", np.float64)
+        for got, want in zip(linear_step("linear"), exact):
+            np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
 def test_a_linear_on_panels_matches_torch(monkeypatch):
     torch = pytest.importorskip("torch")
     from tinygrad_lite import Tensor, nn

@@ -22,7 +22,7 @@ import numpy as np
 from .checks import switched_off
 
 NAMES = ("fused_residual", "fused_ffn", "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
-         "fused_cross_entropy", "skip_padding", "panel_products", "gpt_kernel")
+         "skip_padding", "panel_products", "gpt_kernel")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -92,7 +92,10 @@ def _switched(on: bool, names):
 # 1.003, 0.991, 0.989) and scalar_operand (a Python number as a NumPy scalar under no_grad: 0.996, 0.991,
 # 1.018). Became plain code: dropout_bits (train SMALL 1.12), whose counter-based mask is now dropout's
 # formula (ops.nn.dropout_keep_mask), its Numba kernel a twin; equal_shapes (train SMALL 1.026, quartiles
-# 1.017-1.033): two equal shapes broadcast to themselves, ops.shapes.broadcast_shape's first line.
+# 1.017-1.033): two equal shapes broadcast to themselves, ops.shapes.broadcast_shape's first line;
+# fused_cross_entropy (train SMALL 1.056, quartiles 1.03-1.07; AMD EPYC, 2026-12-01): cross-entropy's backward
+# is its direct formula w·(softmax − q), nn.functional.cross_entropy_backward (one array written, not the three
+# of dy = −w·q run through log_softmax's backward), its Numba kernel (kernels.cross_entropy) a twin.
 
 # ---------------------------------------------------------------- fused_residual
 
@@ -107,15 +110,6 @@ def _switched(on: bool, names):
 # The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.fused.linear_relu_dropout: bias, ReLU and dropout in one
 # pass over the product, a backward without a mask. The branch and the plain version are in
 # transformer.feed_forward.PositionwiseFeedForward.forward; in a compiled step the rule linear_relu_dropout fuses it.
-
-# ---------------------------------------------------------------- fused_cross_entropy
-
-# Why: training small 6% faster (off/on 1.056, quartiles 1.03-1.07; CPU clock, 2026-12-01): 1 array, not 3.
-# The gradient of label-smoothed cross-entropy w.r.t. the logits as w·(softmax − q) in one pass
-# (nn.functional.cross_entropy_backward, its Numba twin kernels.cross_entropy), instead of building dy = −w·q in
-# full and running log_softmax's backward on it: one (rows, C) array written, not three. The branch and the plain
-# version are in nn.functional.cross_entropy's backward.
-
 
 # ---------------------------------------------------------------- fused_attention
 # Why: the home of attention's fast paths: attention_kernels (below) and skip_padding's rows run inside it. Alone it
@@ -182,8 +176,9 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
 # kernels.panels' 16-float micro-kernel, 230 GFLOP/s where that OpenBLAS runs 8-float kernels at 110. Only
 # where kernels.panels.beats_blas says so (float32, 32+ rows and columns, 1 thread, Numba, an AVX-512 CPU,
 # an OpenBLAS of 8-float kernels): OpenBLAS's own AVX-512 kernels are as fast and need no packing (small
-# off/on 0.89 if forced there). The branch is in nn.functional._product; plain version: NumPy's `a @ b`, its
-# oracle within float32 rounding (tests/test_panels.py).
+# off/on 0.89 if forced there). A Linear's product is the op linear_product (nn.functional._product, the formula
+# `a @ b`); the branch is in its Numba twin, kernels.panels.linear_product_numba (BLAS's `a @ b` where the trick is
+# off or the panels do not pay); its oracle within float32 rounding: the formula (tests/test_panels.py).
 
 # ---------------------------------------------------------------- gpt_kernel
 # Why: GPT sampling 4.9-6.4x faster (bench/gpt_sample.py, ours/ours-plain: greedy 6.37, sampled 4.88, 7 alternating

@@ -7,16 +7,14 @@ every class, 1 − ε more on the target; it sums to 1), the row's gradient is
 
 w being the row's weight (0 for an ignored target, 1/count for a mean). The formula is
 nn.functional.cross_entropy_backward; this is its Numba twin, registered in kernels.TWINS and run
-by the numba backend (tinygrad_lite.dispatch). The plain version (nn.functional.cross_entropy with
-the fused_cross_entropy trick off) builds dy = −w·q as a full array and runs log_softmax's backward,
-dy − p·Σdy: three (rows, C) arrays and three passes where this writes one. Rows that are all
--inf (p sums to 0) get a zero gradient, as log_softmax's backward gives them.
+by the numba backend (tinygrad_lite.dispatch). Rows that are all -inf (p sums to 0) get a zero
+gradient, as log_softmax's backward gives them.
 
     cross_entropy_backward_numba(logp, targets, weight, eps) -> dx
 
 logp (rows, C) float32/float64, C-contiguous; targets (rows,) integer classes (any class where
-w = 0); weight (rows,) in logp's dtype; eps the label smoothing. Equal to the plain version to
-rounding (the sum Σdy = −w is exact here): tests/test_fast_paths.py.
+w = 0); weight (rows,) in logp's dtype; eps the label smoothing. Equal to the formula to rounding:
+tests/test_cross_entropy_gradient.py.
 """
 import numpy as np
 

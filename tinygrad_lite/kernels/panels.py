@@ -4,8 +4,9 @@
     panel_product(x, panels, bias, out)            out (R, n) = x (R, K) · weightᵀ + bias, inside a Numba kernel
                                                    (transformer's decoder kernel)
     panel_linear_numba(x, panels, bias) -> y       the same from Python; panel_linear_numpy, its NumPy twin
-    panel_matmul_numba(a, b) -> a · b              b packed on the way: a Linear's training products, where
-                                                   beats_blas(a, b) says so (nn.functional._product)
+    panel_matmul_numba(a, b) -> a · b              b packed on the way: for a Linear's training products
+    linear_product_numba(a, b) -> a · b            the twin of nn.functional's op linear_product: the panels
+                                                   where beats_blas(a, b) says so (trick panel_products), else BLAS
 
 Panel p holds columns 32p .. 32p + 31 of Wᵀ, row after row (zeros past column n): the 32 weights a
 step of the product needs lie side by side, in the order the product reads them. OpenBLAS packs
@@ -27,7 +28,8 @@ import os
 
 import numpy as np
 
-from ..threads import get_num_threads
+from ..fast import TRICKS
+from ..threads import ensure_num_threads, get_num_threads
 from . import simd
 from .backend import lazy_kernels, load_numba, use_numba
 
@@ -143,6 +145,15 @@ def panel_matmul_numba(a, b):
     """a (M, K) · b (K, n) on the wide micro-kernel, b packed into panels on the way (float32): for
     products whose operands change at every call, as a training step's (packing costs 3-10% of them)."""
     return panel_linear_numba(a, pack_columns(b), _zeros(b.shape[1]))
+
+
+def linear_product_numba(a, b):
+    """a @ b, a Linear's product (the twin of nn.functional's linear_product): on the panel micro-kernel
+    where beats_blas(a, b) says it is faster and the trick panel_products is on, else NumPy's BLAS."""
+    ensure_num_threads()  # before beats_blas reads the count (tinygrad_lite.threads)
+    if TRICKS.panel_products and beats_blas(a, b):
+        return panel_matmul_numba(a, b)
+    return a @ b
 
 
 @functools.lru_cache(maxsize=8)

@@ -11,13 +11,11 @@ import numpy as np
 
 from ..checks import one_of, probability
 from ..dispatch import has_twin
-from ..fast import TRICKS
-from ..kernels import panels
 from ..tensor import FLOAT_DTYPES, Tensor
 from ..threads import ensure_num_threads
 
 # isort: split
-from ..ops.nn import log_softmax_backward, log_softmax_forward  # after tensor, which imports ops.nn as it loads
+from ..ops.nn import log_softmax_forward  # after tensor, which imports ops.nn as it loads
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -53,8 +51,8 @@ def _check_float(op: str, name: str, t: Tensor):
 # ---------------------------------------------------------------- layers
 def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch.
-    Any leading dims of x are batch dims. One fused op; the products run on NumPy's BLAS (or the
-    panel kernel where it is faster: _product)."""
+    Any leading dims of x are batch dims. One fused op; its three products are the op linear_product
+    (_product)."""
     x, needs = _linear_inputs(x, weight, bias)
     if bias is None:
         return x._apply(linear_op, "linear", (x, weight), None, needs)
@@ -80,13 +78,11 @@ def _linear_grads(g2, x, x2, w, b, needs) -> tuple:
     return dx, dw, (g2.sum(axis=0) if needs[2] else None)
 
 
+@has_twin("linear_product")
 def _product(a, b):
-    """a @ b: one of a Linear's three products, the forward x·Wᵀ and the gradients g·W and gᵀ·x.
-    Trick `panel_products`: on the wide panel micro-kernel where it beats NumPy's BLAS (AVX-512 CPUs
-    whose OpenBLAS runs 8-float kernels: ~2x; kernels.panels.beats_blas)."""
+    """a @ b, the op linear_product: one of a Linear's three products, the forward x·Wᵀ and the gradients
+    g·W and gᵀ·x. Its twin multiplies on a panel micro-kernel where that beats NumPy's BLAS."""
     ensure_num_threads()  # the default thread count, once (tinygrad_lite.threads)
-    if TRICKS.panel_products and panels.beats_blas(a, b):
-        return panels.panel_matmul_numba(a, b)
     return a @ b
 
 
@@ -283,26 +279,17 @@ def cross_entropy(logits: Tensor, target, ignore_index: int = -100, label_smooth
 
 def cross_entropy_op(logits, t, num_classes, ignore_index, eps, reduction):
     x2, targets, valid = _rows_and_targets(logits, t, num_classes, ignore_index)
-    rows = np.arange(x2.shape[0])
-
     logp = log_softmax_forward(x2)                                     # no exp array kept
-    per = -logp[rows, targets]
+    per = -logp[np.arange(x2.shape[0]), targets]
     if eps:
         per = (1.0 - eps) * per - eps * logp.mean(axis=1)
     per = np.where(valid, per, 0).astype(x2.dtype)
     out, scale = _reduce(per.reshape(t.shape), reduction, int(valid.sum()))
 
     def backward(g):
-        # with w = the row's weight and q = the smoothed target distribution (sums to 1), the
-        # gradient w·(softmax − q) is log_softmax's backward of dy = −w·q: dy − softmax·Σdy.
         per_target = g.reshape(-1) if scale is None else g * scale
         weight = (valid * per_target).astype(x2.dtype)
-        if TRICKS.fused_cross_entropy:
-            return (_rows_to_logits(cross_entropy_backward(logp, targets, weight, eps), logits.shape),)
-        dy = np.empty_like(x2)
-        dy[...] = (weight * x2.dtype.type(-eps / x2.shape[1]))[:, None]
-        dy[rows, targets] -= weight * x2.dtype.type(1.0 - eps)
-        return (_rows_to_logits(log_softmax_backward(logp, dy), logits.shape),)
+        return (_rows_to_logits(cross_entropy_backward(logp, targets, weight, eps), logits.shape),)
     return out, backward
 
 
@@ -310,7 +297,8 @@ def cross_entropy_op(logits, t, num_classes, ignore_index, eps, reduction):
 def cross_entropy_backward(logp, targets, weight, eps):
     """dL/dx = w·(softmax(x) − q) for rows of log-probabilities logp (rows, C): softmax = exp(logp), q the
     smoothed target (ε/C on every class, 1 − ε more on the target), w each row's weight (0 if ignored,
-    1/count for a mean). A row of all −inf gets 0, as log_softmax's backward gives it."""
+    1/count for a mean). It is log_softmax's backward of dy = −w·q (dy − softmax·Σdy, Σdy = −w), written
+    out: one array, not three. A row of all −inf gets 0, as log_softmax's backward gives it."""
     p = np.exp(logp)
     dtype = logp.dtype.type
     dx = weight[:, None] * (p - dtype(eps / logp.shape[1]))
