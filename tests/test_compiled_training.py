@@ -194,3 +194,112 @@ def test_with_any_shape_a_family_shares_one_plan_and_its_new_shapes_run_compiled
     assert step.summary() == {"compiled_batches": 4, "plans": 1, "captures": 2, "joined": 1, "fallbacks": 0,
                               "first_sightings": 1}
     assert "2 capture(s), 1 joining a shared plan" in step.describe()
+
+
+# ---------------------------------------------------------------- the whole update in one plan (issue 45, item 3)
+def tiny_update(compiled: bool, clip: float = 2.0):
+    """make_step on a Linear layer with Adam, an lr that changes every step and clipping at `clip`,
+    compiled whole or eager: (step, layer, optimizer, the lr of each step, the CompiledGradients)."""
+    import tinygrad_lite as tl
+    from tinygrad_lite import Tensor, nn
+    from tinygrad_lite.optim import Adam
+    from transformer.loop import forward_backward, make_step
+
+    tl.manual_seed(0)
+    layer = nn.Linear(3, 2)
+    optimizer = Adam(layer.parameters(), lr=0.1)
+    lrs, made = [], []
+
+    def loss_of(batch):
+        x, y = batch
+        d = layer(Tensor(x)) - Tensor(y)
+        return (d * d).mean()
+
+    def set_lr():
+        lrs.append(0.1 / (1 + len(lrs)))
+        optimizer.param_groups[0]["lr"] = lrs[-1]
+
+    def compile(update):
+        made.append(CompiledGradients(update))
+        return made[-1]
+    step = make_step(forward_backward(loss_of, optimizer), lambda batch: batch[1].size, layer.parameters(),
+                     optimizer, clip=clip, set_lr=set_lr, compile=compile if compiled else None)
+    return step, layer, optimizer, lrs, made[0] if made else None
+
+
+def tiny_batches(n: int = 6):
+    """Batches whose gradient norms lie both below and above 2 (clipped on some steps, not others)."""
+    r = np.random.default_rng(1)
+    return [(r.standard_normal((4, 3)).astype(np.float32), (r.standard_normal((4, 2)) * s).astype(np.float32))
+            for s in (0.01, 5.0, 0.01, 8.0, 0.02, 6.0)[:n]]
+
+
+def test_the_whole_update_replays_with_each_steps_learning_rate_step_count_and_clipping():
+    """Loss, backward, clipping, the lr and Adam's step are one plan, replayed with this step's lr
+    (set_lr is a recorded call: a plan that kept the capture's lr ends elsewhere) and Adam's step
+    count (its bias correction), and clips by this step's norm: the weights equal eager ones bit for bit."""
+    runs = {}
+    for compiled in (True, False):
+        step, layer, optimizer, lrs, made = tiny_update(compiled)
+        stepped = [step(batch) for batch in tiny_batches()]
+        runs[compiled] = (stepped, [p.data.copy() for p in layer.parameters()], lrs, optimizer, made)
+    (c_stepped, c_weights, c_lrs, c_opt, made), (e_stepped, e_weights, e_lrs, e_opt, _) = runs[True], runs[False]
+    assert c_stepped == e_stepped and c_lrs == e_lrs and len(set(c_lrs)) == 6
+    norms = [s.grad_norm for s in c_stepped]
+    assert min(norms) < 2.0 < max(norms)  # clipped on some steps, not on others
+    assert_same(c_weights, e_weights)
+    assert [s["step"] for s in c_opt.state.values()] == [s["step"] for s in e_opt.state.values()] == [6, 6]
+    assert made.summary() == {"compiled_batches": 5, "plans": 1, "captures": 1, "joined": 0, "fallbacks": 0,
+                              "first_sightings": 1}
+    plan = next(iter(made.compiled.plans.values()))
+    called = {getattr(c, "__qualname__", "") for c in plan.constants.values()}
+    assert {"clip_grad_norm_", "Adam.step", "tiny_update.<locals>.set_lr", "make_step.<locals>.seen"} <= called
+    assert not {c for c in plan.constants.values() if isinstance(c, float)} & set(c_lrs)  # no lr in the program
+
+
+def test_the_gpt_and_the_translator_replay_their_whole_update_as_one_plan(tmp_path):
+    gpt = GPTTrainer(gpt_config(tmp_path / "gpt"), Quiet())
+    gpt.run()
+    translator = Trainer(translator_config(tmp_path / "translator", max_steps=6), report=Quiet())
+    translator.run()
+    for trainer, update in ((gpt, "CombinedOptimizer.step"), (translator, "Adam.step")):
+        for plan in trainer.compiled.compiled.plans.values():
+            called = [getattr(c, "__qualname__", "") for c in plan.constants.values()]
+            assert "make_step.<locals>.seen" in called and "clip_grad_norm_" in called and update in called
+    assert "NoamLR.step" in called or "LRScheduler.step" in called
+
+
+def nan_at(iteration: int):
+    """A report that, after step `iteration`, makes the token embedding NaN: the next step's loss is NaN."""
+    class NanAfter(Quiet):
+        def step(self, trainer, loss, tokens_per_s):
+            if trainer.iter == iteration:
+                trainer.model.token_embedding.weight.data[:] = np.nan
+                self.weights = weights(trainer)
+    return NanAfter()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the NaN the test injects
+def test_a_nan_loss_inside_a_replayed_update_stops_it_before_the_optimizer_moves(tmp_path):
+    """The NaN check is a recorded call inside the plan, before clipping and the optimizer's step: a
+    compiled run stops where the eager one stops, with the same message (the op named on the weights as
+    they were), the same weights and moments (none moved), and the checkpoint of the last evaluation."""
+    from tinygrad_lite import checkpoint
+    from transformer.gpt.training import optimizers_of
+    from transformer.train import TrainingDiverged
+    runs = {}
+    for compile in (True, False):
+        trainer = GPTTrainer(gpt_config(tmp_path / str(compile), dropout=0.0, compile=compile), nan_at(4))
+        with pytest.raises(TrainingDiverged, match="the loss became nan at iter 4") as stopped:
+            trainer.run()
+        runs[compile] = trainer, str(stopped.value)
+    (compiled, message), (eager, eager_message) = runs[True], runs[False]
+    assert replayed(compiled) == 4 and message == eager_message and "op '" in message
+    assert_same(weights(compiled), compiled.report.weights)  # the NaN step moved nothing
+    assert_same(weights(compiled), weights(eager))
+    moments = [[(k, v) for part in optimizers_of(t.optimizer) for state in part.state.values()
+                for k, v in sorted(state.items())] for t in (compiled, eager)]
+    assert [k for k, _ in moments[0]] == [k for k, _ in moments[1]] and len(moments[0]) > 0
+    assert_same([v for _, v in moments[0]], [v for _, v in moments[1]])
+    _, meta = checkpoint.load(compiled.checkpoint_path)
+    assert meta["metadata"]["iter"] == 3  # the evaluation at 3 saved; nothing after the NaN step

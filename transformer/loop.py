@@ -6,14 +6,14 @@
         checkpoint, when due        everything needed to resume, written between two steps
         step(batch)                 loss -> backward -> clip -> the optimizer's step (make_step)
 
-The step is a function of a batch, built where the run is built and handed to the loop. Its first
-part, the loss and backward (forward_backward), is what runs op by op; the trainers hand make_step
-that part compiled (tinygrad_lite.compiler) unless told --no-compile, and the loop never knows.
-The run (a `Run`) says where its batches come from, when it is finished, when an evaluation or a
-checkpoint is due, and does them.
+The step is a function of a batch, built where the run is built and handed to the loop: the loss and
+backward (forward_backward), then the plug-ins, clipping, the learning rate and the optimizer's step
+(make_step). The trainers have make_step compile the whole of it (tinygrad_lite.compiler) unless told
+--no-compile, and the loop never knows. The run (a `Run`) says where its batches come from, when it
+is finished, when an evaluation or a checkpoint is due, and does them.
 A trainer runs (Trainer.run in transformer/train.py, GPTTrainer.run in transformer/gpt/training.py)
 
-    gradients = forward_backward(loss_of, optimizer)           # or that function compiled
+    gradients = forward_backward(loss_of, optimizer)
     step = make_step(gradients, tokens_of, model.parameters(), optimizer, clip=1.0, set_lr=schedule)
     train(run, step, plugins=[TimeLimit(budget), CtrlC()])
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinygrad_lite.autograd import recorded
 from tinygrad_lite.optim import clip_grad_norm_
 
 
@@ -97,10 +98,9 @@ class Run:
 
 
 def forward_backward(loss_of, optimizer):
-    """The part of the step that runs op by op: `loss_of(batch)` -> the batch's loss Tensor, then
-    backward from zeroed gradients, which fills every parameter's .grad. Returns a function of a batch
-    that returns the loss. A trainer may hand make_step this function compiled instead (the same
-    numbers from a replayed plan, transformer/plugins/compiled.py): the loop does not know which."""
+    """The step's forward and backward: `loss_of(batch)` -> the batch's loss Tensor, then backward
+    from zeroed gradients, which fills every parameter's .grad. Returns a function of a batch that
+    returns the loss."""
     def gradients(batch):
         loss = loss_of(batch)
         optimizer.zero_grad()
@@ -109,24 +109,37 @@ def forward_backward(loss_of, optimizer):
     return gradients
 
 
-def make_step(gradients, tokens_of, parameters, optimizer, *, clip: float, set_lr, scheduler=None, plugins=()):
+def make_step(gradients, tokens_of, parameters, optimizer, *, clip: float, set_lr, scheduler=None, plugins=(),
+              compile=None):
     """The training step: `gradients(batch)` -> its loss, with every .grad filled (forward_backward);
     the plug-ins see the gradients (Plugin.gradients, with the loss's value and the batch's target
     tokens, `tokens_of(batch)`); the gradient norm clipped at `clip` (0: not clipped); this step's
     learning rate (`set_lr()`), the optimizer's step, then the scheduler's if there is one. Returns a
-    function of a batch that returns Stepped."""
+    function of a batch that returns Stepped. A trainer may hand over `compile`, which makes the
+    whole update one replayed plan (transformer/plugins/compiled.py): the calls marked @recorded
+    are made at each replay, with that step's loss, learning rate and step count."""
     parameters = list(parameters)
 
-    def step(batch) -> Stepped:
-        loss = gradients(batch)
+    @recorded
+    def seen(batch, loss) -> tuple[float, int]:
         value, tokens = loss.item(), tokens_of(batch)
         for plugin in plugins:
             value, tokens = plugin.gradients(batch, value, tokens)
+        return value, tokens
+
+    def update(batch):
+        loss = gradients(batch)
+        reported = seen(batch, loss)
         grad_norm = clip_grad_norm_(parameters, clip) if clip else None
-        set_lr()
+        recorded(set_lr)()
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
+        return reported, grad_norm
+    update = compile(update) if compile else update
+
+    def step(batch) -> Stepped:
+        (value, tokens), grad_norm = update(batch)
         return Stepped(value, tokens, grad_norm)
     return step
 

@@ -45,7 +45,7 @@ from .fast.skip_padding import forward_real_tokens, rows_to_skip_padding
 from .loop import Run, forward_backward, make_step, train
 from .model import Transformer
 from .plugins.averaging import WeightAverage
-from .plugins.compiled import CompiledGradients
+from .plugins.compiled import compiling
 from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
@@ -228,8 +228,8 @@ class Trainer(Run):
 
     @staticmethod
     def tokens_of(batch) -> int:
-        """The batch's target tokens (batch_loss's count)."""
-        _, tgt = batch
+        """The target tokens of a batch (src, tgt) or (src, tgt, rows) (batch_loss's count)."""
+        tgt = batch[1]
         return int((tgt[:, 1:] != PAD).sum())
 
     def rerun(self, batch) -> None:
@@ -237,17 +237,17 @@ class Trainer(Run):
         forward_backward(self.loss_of, self.optimizer)(batch)
 
     def build_step(self):
-        """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the loss and backward
-        compiled unless --no-compile (transformer.plugins.compiled; the batches that skip <pad> rows,
-        with_rows, share one plan, the others have one a shape), the gradient norm clipped at --clip; a
-        NaN loss stops it, the ranks' gradients are averaged (data parallel), a loss far above its start
-        stops it, and the lr cools down (cool_down) at the ranks' mean time."""
-        gradients = forward_backward(self.loss_of, self.optimizer)
-        if self.cfg.compile:
-            gradients = self.compiled = CompiledGradients(gradients, prepare=self.with_rows, any_shape=True)
-        return make_step(gradients, self.tokens_of, self.model.parameters(), self.optimizer,
-                         clip=self.cfg.clip, set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
-                         scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
+        """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the gradient norm
+        clipped at --clip; a NaN loss stops it, the ranks' gradients are averaged (data parallel), a loss
+        far above its start stops it, and the lr cools down (cool_down) at the ranks' mean time. With
+        --compile the whole update is one plan (transformer.plugins.compiled; the batches that skip
+        <pad> rows, with_rows, share one plan, the others have one a shape)."""
+        cfg = self.cfg
+        compile = compiling(self, prepare=self.with_rows, any_shape=True) if cfg.compile else None
+        return make_step(forward_backward(self.loss_of, self.optimizer), self.tokens_of, self.model.parameters(),
+                         self.optimizer, clip=cfg.clip, set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
+                         scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch],
+                         compile=compile)
 
     def train_step(self, batch) -> tuple[float, int]:
         """One step outside the loop (benchmarks, tests): (the global batch's loss, its target tokens).

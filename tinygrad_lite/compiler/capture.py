@@ -265,13 +265,14 @@ class Capture:
                            "plan cannot replay it; run this step eagerly")
 
     def call(self, method, args: tuple, kwargs: dict):
-        """A @recorded call (an optimizer's step, zero_grad, clipping): noted, made at each replay."""
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, Traced):
-                raise CompileError(f"compile: {method.__qualname__} at {step_site()} got a tensor's values; "
-                                   "pass the tensors themselves")
+        """A @recorded call (an optimizer's step, zero_grad, clipping, a training loop's hooks): noted, made
+        at each replay. An argument the replay makes anew (a tensor the step made, a step's input, an
+        earlier recorded call's result, in tuples, lists and dicts too) is passed as that replay made it;
+        anything else as it is now (a parameter, the optimizer), read by the call when it runs."""
+        what = f"{method.__qualname__} at {step_site()} got a tensor's values; pass the tensors themselves"
+        parts = [self.output(a, what) for a in args] + [f"{k}={self.output(v, what)}" for k, v in kwargs.items()]
         var = self.new()
-        self.lines.append(f"{var} = {self.const(method)}(*{self.const(args)}, **{self.const(kwargs)})")
+        self.lines.append(f"{var} = {self.const(method)}({', '.join(parts)})")
         return Pending(var, method.__qualname__)
 
     def backward(self, root, grad):
@@ -339,8 +340,9 @@ class Capture:
         for leaf, grad in self.grads_before.values():
             leaf.grad = grad
 
-    def output(self, value) -> str:
-        """An expression building, at replay, the step's return value from the plan's arrays."""
+    def output(self, value, refusal: str = "the step returns a tensor's array; return the Tensor itself") -> str:
+        """An expression building, at replay, the step's return value (or a recorded call's argument)
+        from the plan's arrays; a tensor's bare array is refused with `refusal`."""
         from ..tensor import Tensor
         if isinstance(value, Tensor):
             if id(value) in self.placeholders:
@@ -355,14 +357,14 @@ class Capture:
         if isinstance(value, Pending):
             return value.var
         if isinstance(value, (tuple, list)):
-            items = ", ".join(self.output(v) for v in value) + ("," if len(value) == 1 else "")
+            items = ", ".join(self.output(v, refusal) for v in value) + ("," if len(value) == 1 else "")
             return f"({items})" if isinstance(value, tuple) else f"[{items}]"
         if isinstance(value, dict):
-            return "{" + ", ".join(f"{self.const(k)}: {self.output(v)}" for k, v in value.items()) + "}"
+            return "{" + ", ".join(f"{self.const(k)}: {self.output(v, refusal)}" for k, v in value.items()) + "}"
         if isinstance(value, Input):
             return value.var
         if isinstance(value, Traced):
-            raise CompileError("compile: the step returns a tensor's array; return the Tensor itself")
+            raise CompileError(f"compile: {refusal}")
         return self.const(value)
 
 

@@ -24,11 +24,12 @@ def _sum_of_squares(g: np.ndarray) -> float:
 @recorded
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> float:
     """Scale all grads together so their joint `norm_type`-norm is at most `max_norm`; returns the
-    norm before clipping. Grads are multiplied by max_norm / (norm + 1e-6) when that is < 1, as
-    PyTorch. Unlike PyTorch, a float32 sum of squares that overflows is redone in float64, so
-    huge-but-finite gradients are clipped rather than zeroed. A NaN or Inf norm is returned as is
-    (and, as PyTorch, turns the grads into NaN/0); error_if_nonfinite=True raises
-    FloatingPointError instead. max_norm may be inf (no clipping); norm_type is > 0 or inf."""
+    norm before clipping. Grads are multiplied by min(1, max_norm / (norm + 1e-6)), as PyTorch, with
+    no branch (a replayed step scales the same way every time). Unlike PyTorch, a float32 sum of
+    squares that overflows is redone in float64, so huge-but-finite gradients are clipped rather
+    than zeroed. A NaN or Inf norm is returned as is (and, as PyTorch, turns the grads into NaN/0);
+    error_if_nonfinite=True raises FloatingPointError instead. max_norm may be inf (no clipping);
+    norm_type is > 0 or inf."""
     max_norm = number("clip_grad_norm_", "max_norm", max_norm, 0.0, allow_inf=True)
     norm_type = number("clip_grad_norm_", "norm_type", norm_type, 0.0, low_open=True, allow_inf=True)
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
@@ -43,9 +44,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         total = sum(float((np.abs(g) ** norm_type).sum()) for g in grads) ** (1.0 / norm_type)
     if not math.isfinite(total) and error_if_nonfinite:
         raise FloatingPointError(f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {total}")
-    coef = max_norm / (total + 1e-6)
-    if not coef >= 1.0:
-        with np.errstate(invalid="ignore"):
-            for g in grads:
-                g *= coef
+    scale = np.minimum(1.0, max_norm / (total + 1e-6))  # min(1, c/‖g‖): 1 leaves the grads as they are
+    with np.errstate(invalid="ignore"):
+        for g in grads:
+            g *= scale.astype(g.dtype)
     return total

@@ -45,7 +45,7 @@ from tinygrad_lite.threads import use_num_threads
 
 from ..loop import Run, forward_backward, make_step, train
 from ..plugins.averaging import WeightAverage
-from ..plugins.compiled import CompiledGradients, describe_step
+from ..plugins.compiled import compiling, describe_step
 from ..plugins.data_parallel import DataParallel
 from ..plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from ..plugins.interrupt import CtrlC, Interrupted
@@ -319,20 +319,19 @@ class GPTTrainer(Run):
         forward_backward(self.loss_of, self.optimizer)(batch)
 
     def build_step(self):
-        """The loop's step (transformer.loop.make_step): lr(iter), loss, backward (compiled unless
-        cfg.compile is off: transformer.plugins.compiled), clip at grad_clip, the optimizer; a NaN loss
-        stops it, and a loss far above its start."""
+        """The loop's step (transformer.loop.make_step): loss, backward, clip at grad_clip, lr(iter), the
+        optimizer, all one compiled plan unless cfg.compile is off (transformer.plugins.compiled); a NaN
+        loss stops it, and a loss far above its start."""
         cfg = self.cfg
         timed = cfg.minutes is not None and cfg.lr_decay_iters is None
 
         def set_lr():
             progress = self.budget_spent(self.data_parallel.mean_clock) if timed else None
             self.set_lr(get_lr(self.iter, cfg, progress) * self.lr_scale)
-        gradients = forward_backward(self.loss_of, self.optimizer)
-        if cfg.compile:
-            gradients = self.compiled = CompiledGradients(gradients)
-        return make_step(gradients, self.tokens_of, self.model.parameters(), self.optimizer, clip=cfg.grad_clip,
-                         set_lr=set_lr, plugins=[self.nonfinite, self.data_parallel, self.loss_watch])
+        return make_step(forward_backward(self.loss_of, self.optimizer), self.tokens_of, self.model.parameters(),
+                         self.optimizer, clip=cfg.grad_clip, set_lr=set_lr,
+                         plugins=[self.nonfinite, self.data_parallel, self.loss_watch],
+                         compile=compiling(self) if cfg.compile else None)
 
     def run(self) -> dict:
         """Train until max_iters or the --minutes budget: the budget covers everything, the evaluations
