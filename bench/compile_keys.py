@@ -69,19 +69,17 @@ def after(batches: list) -> dict:
 
 
 def captures(keys: list, shares: bool) -> int:
-    """The captures of one family's keys (their dims) under CompiledGradients' rule: a new key runs
-    eagerly unless a plan serves it or the family came before and may still share (then it is
-    captured); a key seen before is captured if no plan serves it. `shares`: whether its captures
-    write one program (the row-skipping forward) or one per shape (the padded forward's constants)."""
-    plans, seen, reference, free, differing, count = set(), set(), None, set(), False, 0
+    """The captures of one family's keys (their dims) under CompiledGradients' rule: a key that no plan
+    serves is captured, the first time it comes. `shares`: whether its captures write one program (the
+    row-skipping forward) or one per shape (the padded forward's constants)."""
+    plans, reference, free = set(), None, set()
 
     def served(dims):
         return dims in plans or reference is not None and all(
             d == r or i in free for i, (d, r) in enumerate(zip(dims, reference)))
+    count = 0
     for dims in keys:
-        new, came_before = dims not in seen, bool(seen)
-        seen.add(dims)
-        if served(dims) or (new and not (came_before and not differing)):
+        if served(dims):
             continue
         count += 1
         if reference is None:
@@ -89,7 +87,6 @@ def captures(keys: list, shares: bool) -> int:
         elif shares:
             free.update(i for i, (d, r) in enumerate(zip(dims, reference)) if d != r)
         else:
-            differing = True
             plans.add(dims)
     return count
 

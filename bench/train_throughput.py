@@ -3,13 +3,16 @@
     python bench/train_throughput.py                          # 1 thread, tiny + small + base-short
     python bench/train_throughput.py --threads 2 --configs small --json out.jsonl
     python bench/train_throughput.py --quick                  # seconds; what the smoke test runs
+    python bench/train_throughput.py --no-compile             # our step eagerly, op by op
 
 Both engines build the same model (post-LN, embeddings x sqrt(d_model), sinusoidal PE, the
 paper's Figure 1) with identical weights: ours is copied into `transformer.interop.
 torch_reference`, which is `torch.nn.Transformer(batch_first=True)` plus embeddings and the
 generator. One training step on each side is: forward on a random padded token batch with the
 source padding mask and the target padding+causal mask, label-smoothed cross-entropy (eps 0.1)
-ignoring <pad>, backward, and an Adam step (beta 0.9, 0.98, eps 1e-9), dropout 0.1 active.
+ignoring <pad>, backward, and an Adam step (beta 0.9, 0.98, eps 1e-9), dropout 0.1 active. Ours is
+compiled as the trainers run it (tinygrad_lite.compiler: captured in the warm-up, then replayed, the
+rewrite rules fusing attention, the FFN and the residuals); --no-compile runs it eagerly, op by op.
 
 Timing runs both sides in ONE process, alternating them repeat by repeat (so both see the same
 machine load), and reports the median time per step. "tok/s" counts target tokens (non-pad
@@ -214,26 +217,36 @@ def build_torch(ours_or_config, copy_weights: bool = True):
 
 
 class OursTrainer:
-    """One training step of tinygrad-lite: forward, smoothed CE, backward, Adam."""
+    """One training step of tinygrad-lite: forward, smoothed CE, backward, Adam; compiled (the trainers'
+    default: tinygrad_lite.compiler, its rewrite rules fusing the plain boxes) unless compiled=False."""
 
-    def __init__(self, model, lr: float = 1e-4, label_smoothing: float = 0.1):
+    def __init__(self, model, lr: float = 1e-4, label_smoothing: float = 0.1, compiled: bool = True):
+        from tinygrad_lite.compiler import compile
         from tinygrad_lite.optim import Adam
         from transformer.train import teacher_forcing_loss
         self.model, self.teacher_forcing_loss, self.label_smoothing = model, teacher_forcing_loss, label_smoothing
         self.optimizer = Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+        self.update = compile(self.eager_update, any_shape=True) if compiled else self.eager_update
 
     def loss(self, batch: TokenBatch):
         """The translator's training loss (transformer.train), as `python -m transformer train` computes it."""
-        from transformer.train import PAD, rows_to_skip_padding
-        rows = rows_to_skip_padding(batch.src, batch.tgt_in, batch.tgt_out, PAD)
-        return self.teacher_forcing_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out, self.label_smoothing, rows)
+        return self.teacher_forcing_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out, self.label_smoothing,
+                                         self.rows(batch))
 
-    def step(self, batch: TokenBatch) -> float:
-        loss = self.loss(batch)
+    @staticmethod
+    def rows(batch: TokenBatch):
+        from transformer.train import PAD, rows_to_skip_padding
+        return rows_to_skip_padding(batch.src, batch.tgt_in, batch.tgt_out, PAD)
+
+    def eager_update(self, src, tgt_in, tgt_out, rows):
+        loss = self.teacher_forcing_loss(self.model, src, tgt_in, tgt_out, self.label_smoothing, rows)
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
-        return loss.item()
+        return loss
+
+    def step(self, batch: TokenBatch) -> float:
+        return self.update(batch.src, batch.tgt_in, batch.tgt_out, self.rows(batch)).item()
 
 
 class TorchTrainer:
@@ -446,7 +459,8 @@ def _reset_peak() -> bool:
         return False
 
 
-def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: bool = True) -> dict:
+def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: bool = True,
+                 compiled: bool = True) -> dict:
     """Run in a fresh process: build one side, train `steps` steps, report resident memory (MB)."""
     import resource
     torch = set_threads(threads) if side == "torch" else None
@@ -459,7 +473,7 @@ def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: 
 
     def trainer_for(c: BenchConfig):
         if side == "ours":
-            return OursTrainer(build_ours(c))
+            return OursTrainer(build_ours(c), compiled=compiled)
         from transformer.model import TransformerConfig
         torch.manual_seed(0)
         return TorchTrainer(build_torch(TransformerConfig(c.vocab, c.vocab, c.d_model, c.h, c.N, c.d_ff, 0.1,
@@ -468,7 +482,8 @@ def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: 
     batches = random_batches(cfg, 2, ragged=ragged)
     trainer = trainer_for(cfg)
     before_kb = _status_kb("VmRSS")
-    trainer.step(batches[0])  # warm-up: Numba loads/compiles its kernels, optimizer state appears
+    for batch in batches:  # warm-up: Numba loads/compiles its kernels, optimizer state appears, plans are captured
+        trainer.step(batch)
     reset = _reset_peak()
     for i in range(steps):
         trainer.step(batches[i % 2])
@@ -480,13 +495,13 @@ def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: 
             "method": "VmHWM after warm-up" if reset else "ru_maxrss (whole process)"}
 
 
-def measure_memory(cfg: BenchConfig, threads: int, steps: int = 3, ragged: bool = True) -> dict:
+def measure_memory(cfg: BenchConfig, threads: int, steps: int = 3, ragged: bool = True, compiled: bool = True) -> dict:
     """{side: memory_child(...)} with each side in its own fresh interpreter."""
     out = {}
     for side in ("ours", "torch"):
         done = subprocess.run([sys.executable, __file__, "--memory-child", side, "--threads", str(threads),
                                "--config-json", json.dumps(asdict(cfg)), "--memory-steps", str(steps)]
-                              + ([] if ragged else ["--full-rows"]),
+                              + ([] if ragged else ["--full-rows"]) + ([] if compiled else ["--no-compile"]),
                               capture_output=True, text=True, cwd=ROOT, check=False)
         if done.returncode:
             raise RuntimeError(f"memory child for {side} failed:\n{done.stderr[-2000:]}")
@@ -499,11 +514,12 @@ def measure_memory(cfg: BenchConfig, threads: int, steps: int = 3, ragged: bool 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True, clock: str = "wall") -> dict:
+def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True, clock: str = "wall",
+                 compiled: bool = True) -> dict:
     ours_model = build_ours(cfg)
     torch.manual_seed(0)
     theirs_model = build_torch(ours_model)
-    ours, theirs = OursTrainer(ours_model), TorchTrainer(theirs_model)
+    ours, theirs = OursTrainer(ours_model, compiled=compiled), TorchTrainer(theirs_model)
     batches = random_batches(cfg, 4)
     loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
     rows = real_rows(batches)
@@ -531,10 +547,10 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
         "blas_bound_share_ours": t_blas / t_ours, "blas_bound_share_torch": t_blas / t_torch,
         "ms_per_step_products": 1e3 * t_products, "gflop_s_products": flops / t_products / 1e9,
         "products_share_ours": t_products / t_ours,
-        "steps_per_sample": cfg.steps, "repeats": cfg.repeats, "clock": clock,
+        "steps_per_sample": cfg.steps, "repeats": cfg.repeats, "clock": clock, "ours_compiled": compiled,
     }
     if with_memory:
-        mem = measure_memory(cfg, threads)
+        mem = measure_memory(cfg, threads, compiled=compiled)
         for side in ("ours", "torch"):
             row[f"peak_rss_mb_{side}"] = mem[side]["peak_rss_mb"]
             row[f"train_delta_mb_{side}"] = mem[side]["train_delta_mb"]
@@ -576,6 +592,9 @@ def main(argv=None):
     parser.add_argument("--isa", choices=["native", "avx2"], default="native",
                         help="avx2: rerun with every engine held to AVX2 (OpenBLAS, Numba, torch), to measure an "
                              "AVX-512 CPU with its AVX-512 kernels switched off")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="run our step eagerly, op by op, the paper's boxes unfused (default: compiled, as the "
+                             "trainers run it)")
     parser.add_argument("--memory-child", choices=["ours", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--config-json", help=argparse.SUPPRESS)
     parser.add_argument("--memory-steps", type=int, default=3, help=argparse.SUPPRESS)
@@ -588,7 +607,7 @@ def main(argv=None):
     if args.memory_child:
         cfg = BenchConfig(**json.loads(args.config_json))
         print(json.dumps(memory_child(args.memory_child, cfg, int(args.threads), args.memory_steps,
-                                      ragged=not args.full_rows)))
+                                      ragged=not args.full_rows, compiled=not args.no_compile)))
         return
 
     thread_counts = [int(t) for t in str(args.threads).split(",") if t.strip()]
@@ -602,7 +621,8 @@ def main(argv=None):
     for threads in thread_counts:
         torch, env = start(parser, threads, max(thread_counts))
         for cfg in configs:
-            row = {**bench_config(cfg, threads, torch, with_memory=not args.no_memory, clock=args.clock), **env}
+            row = {**bench_config(cfg, threads, torch, with_memory=not args.no_memory, clock=args.clock,
+                                  compiled=not args.no_compile), **env}
             rows.append(row)
             print(f"  {cfg.name}: ours {row['tok_s_ours']:.0f} tok/s, torch {row['tok_s_torch']:.0f} tok/s, "
                   f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "

@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -303,8 +303,8 @@ for query, predicted, row in zip(queries, queries[1:] + [eos], attn[-1].mean(0))
 #
 # The step is recorded under `fast.plain()`, every speed trick off, so the graph is the paper's
 # formula (with `collapse=None`: matmul, softmax, relu, layer_norm, one op at a time). Training runs
-# fused ops instead; `python -m viz transformer --depth none --fast --out t.svg` draws those, each
-# labelled with the formula it stands for.
+# that program compiled, where rewrite rules fuse attention, the FFN and the residuals;
+# `python -m viz transformer --compiled --out p.svg` draws that plan, each fused op in a cluster named by its rule.
 
 # %%
 model = translator.model

@@ -1,8 +1,8 @@
-"""The trainers' compiled step (transformer.plugins.compiled, on by default) against --no-compile: the GPT
-with dropout and the translator on the built-in corpus end with the same weights bit for bit, a run
-resumed from its checkpoint ends where the uninterrupted compiled run ends, and the translator's
-batches that skip <pad> rows run eagerly, counted. Each compiled run checks that plans were replayed,
-so a step that silently ran eagerly fails."""
+"""The trainers' compiled step (transformer.plugins.compiled, on by default) against --no-compile: with the
+rewrite rules off the GPT with dropout and the translator on the built-in corpus end with the same weights
+bit for bit; with them on (the default), a run resumed from its checkpoint ends where the uninterrupted
+compiled run ends, since every batch runs from a plan, its capture included. Each compiled run checks that
+plans were replayed, so a step that silently ran eagerly fails."""
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +10,7 @@ import pytest
 
 from tinygrad_lite import fast
 from tinygrad_lite.cli import COMPILE_ENV, OneLineParser, add_compile, compile_chosen
+from tinygrad_lite.compiler.rules import RULES
 from transformer.gpt.training import GPTTrainConfig, GPTTrainer
 from transformer.plugins.compiled import CompiledGradients
 from transformer.plugins.report import TrainingReport
@@ -39,6 +40,9 @@ def translator_config(out, **overrides) -> TrainConfig:
     return TrainConfig(**{**settings, **overrides})
 
 
+RULE_SWITCHES = sorted({rule.switch for rule in RULES})  # off: a plan runs the eager step's ops, no fused one
+
+
 def weights(trainer) -> list:
     return [p.data.copy() for p in trainer.model.parameters()]
 
@@ -57,11 +61,12 @@ def replayed(trainer) -> int:
 
 
 def test_a_compiled_gpt_run_equals_an_eager_one_bit_for_bit(tmp_path):
-    compiled = GPTTrainer(gpt_config(tmp_path / "compiled"), Quiet())
-    compiled.run()
-    eager = GPTTrainer(gpt_config(tmp_path / "eager", compile=False), Quiet())
-    eager.run()
-    assert eager.compiled is None and replayed(compiled) == 5  # the first batch of its shape ran eagerly
+    with fast.tricks_off(*RULE_SWITCHES):
+        compiled = GPTTrainer(gpt_config(tmp_path / "compiled"), Quiet())
+        compiled.run()
+        eager = GPTTrainer(gpt_config(tmp_path / "eager", compile=False), Quiet())
+        eager.run()
+    assert eager.compiled is None and replayed(compiled) == 6  # the first batch too: captured, run from its plan
     assert compiled.compiled.summary()["captures"] == 1  # the evaluations at iter 3 (eval mode, no_grad) kept the plan
     assert_same(weights(compiled), weights(eager))
     assert compiled.best_val_loss == eager.best_val_loss
@@ -73,15 +78,16 @@ def test_a_resumed_compiled_gpt_run_equals_the_uninterrupted_one(tmp_path):
     GPTTrainer(gpt_config(tmp_path / "parts", max_iters=3), Quiet()).run()
     rest = GPTTrainer(gpt_config(tmp_path / "parts", resume=True), Quiet())
     rest.run()
-    assert rest.iter == whole.iter == 6 and replayed(rest) == 2
+    assert rest.iter == whole.iter == 6 and replayed(rest) == 3
     assert_same(weights(rest), weights(whole))
 
 
 def test_a_compiled_translator_run_equals_an_eager_one_bit_for_bit(tmp_path):
-    compiled = Trainer(translator_config(tmp_path / "compiled"), report=Quiet())
-    compiled.run()
-    eager = Trainer(translator_config(tmp_path / "eager", compile=False), report=Quiet())
-    eager.run()
+    with fast.tricks_off(*RULE_SWITCHES):
+        compiled = Trainer(translator_config(tmp_path / "compiled"), report=Quiet())
+        compiled.run()
+        eager = Trainer(translator_config(tmp_path / "eager", compile=False), report=Quiet())
+        eager.run()
     s = compiled.compiled.summary()
     assert replayed(compiled) >= 3 and s["captures"] == s["plans"] + s["joined"]  # no plan captured twice (the
     # evaluation at 12), and the batches that skip <pad> rows share one plan
@@ -110,10 +116,11 @@ def padded_batches():
 
 
 def test_translator_batches_that_skip_padding_are_compiled_too_on_their_row_counts(tmp_path):
-    """A batch that skips <pad> rows reaches the plan with its row counts (Trainer.with_rows), chosen
-    before the step, which key its plan beside its shape: its second sighting replays, and eager and
-    compiled runs make the same rows and draw the same masks (weights bit for bit)."""
-    with fast.tricks_on("skip_padding"):
+    """A batch that skips <pad> rows reaches the plan with its rows (Trainer.with_rows), chosen before the
+    step, which key its plan beside its shape: its first sighting is captured, the next ones replay, and
+    eager and compiled runs make the same rows and draw the same masks (weights bit for bit, the rules
+    off)."""
+    with fast.tricks_on("skip_padding"), fast.tricks_off(*RULE_SWITCHES):
         full, padded = padded_batches()
         runs = {}
         for compile in (True, False):
@@ -123,17 +130,23 @@ def test_translator_batches_that_skip_padding_are_compiled_too_on_their_row_coun
             runs[compile] = trainer
         assert Trainer.with_rows(padded)[2] is not None and Trainer.with_rows(full)[2] is None
     s = runs[True].compiled.summary()
-    assert s["first_sightings"] == 2 and s["captures"] == 2 and s["compiled_batches"] == 4 and s["fallbacks"] == 0
-    assert runs[True].compiled.describe().endswith("eager: 2 first batch(es) of a shape")
-    assert sum(isinstance(key[-1], tuple) for key in runs[True].compiled.keys_seen) == 1  # the padded batch's counts
+    assert s == {"compiled_batches": 6, "plans": 2, "captures": 2, "joined": 0, "fallbacks": 0}
+    assert runs[True].compiled.describe() == ("compiled: 6 batch(es) from 2 plan(s) (2 capture(s), 0 fallback(s) "
+                                              "to eager)")
     assert_same(weights(runs[True]), weights(runs[False]))
 
 
 def test_a_compiled_step_takes_a_batch_of_arrays():
+    from tinygrad_lite import Tensor
     calls = []
-    step = CompiledGradients(lambda batch: calls.append(batch))
-    step((np.zeros(2), np.ones(2)))
-    assert len(calls) == 1 and isinstance(calls[0], tuple)  # its first batch, eagerly, as given
+
+    def fn(batch):
+        calls.append(batch)
+        x, y = batch
+        return (Tensor(x) * Tensor(y)).sum()
+    step = CompiledGradients(fn)
+    assert [float(step((np.arange(2.0), np.ones(2))).data) for _ in range(2)] == [1.0, 1.0]
+    assert len(calls) == 1 and isinstance(calls[0], tuple) and len(calls[0]) == 2  # captured once, as a tuple
 
 
 @pytest.mark.parametrize("default", [True, False])
@@ -141,8 +154,8 @@ def test_a_compiled_step_takes_a_batch_of_arrays():
     ([], None, None), (["--no-compile"], None, False), ([], "0", False), ([], "false", False), ([], "1", True),
     ([], "on", True), ([], "maybe", None), (["--compile"], "0", True), (["--no-compile"], "1", False)])
 def test_the_flags_then_the_environment_then_the_commands_default_choose(monkeypatch, argv, env, chosen, default):
-    """`gpt train` compiles by default, `train` does not (compiled, it is about as fast, not faster);
-    --compile / --no-compile, else TINYGRAD_LITE_COMPILE=0/1, override either."""
+    """Both trainers compile by default; --compile / --no-compile, else TINYGRAD_LITE_COMPILE=0/1, override
+    a command's default, whichever it is."""
     parser = OneLineParser(prog="p")
     add_compile(parser, default=default)
     if env is None:
@@ -152,7 +165,7 @@ def test_the_flags_then_the_environment_then_the_commands_default_choose(monkeyp
     assert compile_chosen(parser.parse_args(argv)) is (default if chosen is None else chosen)
 
 
-def test_the_translator_runs_eagerly_and_the_gpt_compiled_by_default(capsys):
+def test_the_translator_and_the_gpt_run_compiled_by_default(capsys):
     from transformer.__main__ import build_parser
     parser = build_parser()
     helps = {}
@@ -160,13 +173,13 @@ def test_the_translator_runs_eagerly_and_the_gpt_compiled_by_default(capsys):
         with pytest.raises(SystemExit):
             parser.parse_args([*command, "--help"])
         helps[" ".join(command)] = " ".join(capsys.readouterr().out.split())
-    assert "(default: eager:" in helps["train"] and "(default: compiled" in helps["gpt train"]
-    assert TrainConfig().compile is False and GPTTrainConfig().compile is True
+    assert "(default: compiled" in helps["train"] and "(default: compiled" in helps["gpt train"]
+    assert TrainConfig().compile is True and GPTTrainConfig().compile is True
 
 
 def test_with_any_shape_a_family_shares_one_plan_and_its_new_shapes_run_compiled_uncaptured():
-    """CompiledGradients(any_shape=True): the family's first batch runs eagerly, its next two are captured
-    (the second joins the first's plan), and every later shape replays that plan, bit for bit."""
+    """CompiledGradients(any_shape=True): the family's first two batches are captured (the second joins the
+    first's plan), and every later shape replays that plan, bit for bit."""
     import tinygrad_lite as tl
     from tinygrad_lite import Tensor, nn
     from tinygrad_lite.optim import SGD
@@ -191,8 +204,7 @@ def test_with_any_shape_a_family_shares_one_plan_and_its_new_shapes_run_compiled
     compiled, step = run(True)
     eager, _ = run(False)
     assert_same(compiled, eager)
-    assert step.summary() == {"compiled_batches": 4, "plans": 1, "captures": 2, "joined": 1, "fallbacks": 0,
-                              "first_sightings": 1}
+    assert step.summary() == {"compiled_batches": 5, "plans": 1, "captures": 2, "joined": 1, "fallbacks": 0}
     assert "2 capture(s), 1 joining a shared plan" in step.describe()
 
 
@@ -249,8 +261,7 @@ def test_the_whole_update_replays_with_each_steps_learning_rate_step_count_and_c
     assert min(norms) < 2.0 < max(norms)  # clipped on some steps, not on others
     assert_same(c_weights, e_weights)
     assert [s["step"] for s in c_opt.state.values()] == [s["step"] for s in e_opt.state.values()] == [6, 6]
-    assert made.summary() == {"compiled_batches": 5, "plans": 1, "captures": 1, "joined": 0, "fallbacks": 0,
-                              "first_sightings": 1}
+    assert made.summary() == {"compiled_batches": 6, "plans": 1, "captures": 1, "joined": 0, "fallbacks": 0}
     plan = next(iter(made.compiled.plans.values()))
     called = {getattr(c, "__qualname__", "") for c in plan.constants.values()}
     assert {"clip_grad_norm_", "Adam.step", "tiny_update.<locals>.set_lr", "make_step.<locals>.seen"} <= called
@@ -290,11 +301,12 @@ def test_a_nan_loss_inside_a_replayed_update_stops_it_before_the_optimizer_moves
     runs = {}
     for compile in (True, False):
         trainer = GPTTrainer(gpt_config(tmp_path / str(compile), dropout=0.0, compile=compile), nan_at(4))
-        with pytest.raises(TrainingDiverged, match="the loss became nan at iter 4") as stopped:
+        with pytest.raises(TrainingDiverged, match="the loss became nan at iter 4") as stopped, \
+                fast.tricks_off(*RULE_SWITCHES):
             trainer.run()
         runs[compile] = trainer, str(stopped.value)
     (compiled, message), (eager, eager_message) = runs[True], runs[False]
-    assert replayed(compiled) == 4 and message == eager_message and "op '" in message
+    assert replayed(compiled) == 5 and message == eager_message and "op '" in message
     assert_same(weights(compiled), compiled.report.weights)  # the NaN step moved nothing
     assert_same(weights(compiled), weights(eager))
     moments = [[(k, v) for part in optimizers_of(t.optimizer) for state in part.state.values()

@@ -212,30 +212,8 @@ def test_the_speed_tricks_benchmark_runs(tmp_path):
     assert all(r["same"] and r["ms_on"] > 0 and r["ms_off"] > 0 for r in rows)
 
 
-# ---------------------------------------------------------------- fused_residual, fused_ffn
-def ops_and_step(dtype, p=0.3):
-    """(names of the ops a training step records, loss, logits and every gradient), dropout p on."""
-    from tinygrad_lite.autograd import toposort
-    tl.manual_seed(0)
-    model = Transformer(src_vocab=11, tgt_vocab=13, d_model=16, h=2, N=2, d_ff=32, dropout=p, dtype=dtype)
-    rng = np.random.default_rng(1)
-    src, tgt = rng.integers(1, 11, size=(3, 6)), rng.integers(1, 13, size=(3, 5))
-    src[0, 4:] = 0
-    logits = model(src, tgt[:, :-1])
-    loss = F.cross_entropy(logits.reshape(-1, 13), tgt[:, 1:].reshape(-1), ignore_index=0, label_smoothing=0.1)
-    ops = {t._op for t in toposort(loss)}
-    loss.backward()
-    return ops, [loss.data, logits.data] + [p.grad for p in model.parameters()]
-
-
-@pytest.mark.parametrize("trick, op", [("fused_residual", "add_dropout"), ("fused_ffn", "linear_relu_dropout")])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_fused_chains_draw_and_compute_what_the_plain_chains_do(trick, op, dtype):
-    (ops_on, on), (ops_off, off) = both(lambda: ops_and_step(dtype), trick)
-    assert op in ops_on and op not in ops_off
-    assert_same(on, off)
-
-
+# ---------------------------------------------------------------- the fused chains' kernels (the rules add_dropout and
+# linear_relu_dropout run them: tests/test_compile_rules*.py)
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fused_kernels_match_their_numpy_twins(backend, dtype):

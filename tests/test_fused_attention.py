@@ -4,21 +4,22 @@ Attention: the Numba kernel against its NumPy twin and against the BLAS composit
 backend dispatches to (forward and backward, float32/float64, every mask layout, dropout, keys
 shared across the batch, a cache buffer read in place), the Tensor-level op against the unfused
 composition matmul -> softmax -> dropout -> matmul and against PyTorch, float64 gradcheck through
-the op, MultiHeadAttention fused vs unfused. Also: the dropout mask generator, the one-pass Adam
-kernel against its formula (optim.adam), and the leaf-gradient hand-over of the backward pass.
+the op (MultiHeadAttention reaches it through the compiler's rule: test_compile_rules_attention.py).
+Also: the dropout mask generator, the one-pass Adam kernel against its formula (optim.adam), and the
+leaf-gradient hand-over of the backward pass.
 """
 import numpy as np
 import pytest
 
 import tinygrad_lite as tl
-from tinygrad_lite import Tensor, fast, gradcheck, kernels
+from tinygrad_lite import Tensor, gradcheck, kernels
 from tinygrad_lite.kernels import adam as kernel_adam
 from tinygrad_lite.kernels import attention as att
 from tinygrad_lite.kernels import attention_args, attention_composed, attention_per_query, attention_tiles
 from tinygrad_lite.nn import fused as fused_ops
 from tinygrad_lite.optim import adam as adam_module
 from tinygrad_lite.tensor import dropout_keep_mask
-from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
+from transformer.attention import scaled_dot_product_attention
 
 TOL = {np.float32: {"rtol": 2e-5, "atol": 2e-6}, np.float64: {"rtol": 1e-11, "atol": 1e-12}}
 DTYPES = [np.float32, np.float64]
@@ -402,27 +403,6 @@ def test_op_returns_inspection_weights_and_checks_its_arguments():
     with pytest.raises(ValueError, match=r"with heads=3, q must be \(B, T, heads·d\)"):
         fused_ops.fused_attention(*(t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v)), heads=3)
 
-
-@pytest.mark.parametrize("mode", ["train", "eval"])
-def test_multi_head_attention_fused_and_unfused_agree(mode):
-    tl.manual_seed(0)
-    mha = MultiHeadAttention(8, 2, dropout=0.2, dtype=np.float64)
-    mha.train(mode == "train")
-    rng = np.random.default_rng(16)
-    x = Tensor(rng.standard_normal((2, 3, 8)), requires_grad=True)
-    memory = Tensor(rng.standard_normal((2, 5, 8)), requires_grad=True)
-    mask = rng.random((2, 1, 1, 5)) > 0.2
-    runs = []
-    for switch in (fast.tricks_on, fast.tricks_off):
-        with switch("fused_attention"):
-            for t in [x, memory, *mha.parameters()]:
-                t.grad = None
-            tl.manual_seed(1)
-            out = mha(x, memory, memory, mask) + mha(x, x, x)
-            (out * out).sum().backward()
-            runs.append([out.data] + [t.grad for t in [x, memory, *mha.parameters()]])
-    for fused, plain in zip(*runs):
-        np.testing.assert_allclose(fused, plain, rtol=1e-11, atol=1e-13)
 
 
 # ---------------------------------------------------------------- dropout masks

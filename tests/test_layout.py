@@ -289,10 +289,10 @@ def test_the_textbook_path_holds_no_machinery():
     assert not offenders
 
 
-# Reading-path files that still branch on a speed trick, until the step compiler's rules fuse their plain
-# versions in every run (issue 45): the test fails on an entry that no longer names TRICKS, so this only shrinks.
-STILL_BRANCHING_ON_TRICKS = {
-    "transformer/attention.py", "transformer/add_norm.py", "transformer/feed_forward.py",  # fused in eager runs
+# Reading-path files that still import machinery (kernels, fast paths), until the compiler matches what they
+# ask for in the plain program (issue 45): the test fails on an entry that no longer does, so this only shrinks.
+STILL_IMPORTING_MACHINERY = {
+    "transformer/train.py",  # transformer.fast.skip_padding: the rows forward, chosen per batch
 }
 
 
@@ -309,14 +309,20 @@ def reading_path_identifiers(path: str) -> set:
     return names
 
 
-def test_the_textbook_carries_no_real_rows_and_no_new_trick_branch():
+def test_the_textbook_carries_no_real_rows_and_no_trick_branch():
     """The padding skip's rows (`real`) live in transformer/fast/skip_padding.py, not in the paper's boxes;
-    a speed trick's branch is in no reading-path file but those still listed (issue 45)."""
+    no reading-path file branches on a speed trick: the compiler's rules fuse the plain boxes (issue 45)."""
     used = {path: reading_path_identifiers(path) for path, _ in reading_path()}
     assert [path for path, names in used.items() if "real" in names] == []
-    branching = {path for path, names in used.items() if "TRICKS" in names}
-    assert branching - STILL_BRANCHING_ON_TRICKS == set(), "a new TRICKS branch on the reading path"
-    assert STILL_BRANCHING_ON_TRICKS - branching == set(), "no TRICKS there any more: remove it from the list"
+    assert [path for path, names in used.items() if "TRICKS" in names] == []
+
+
+def test_no_file_on_the_reading_path_imports_kernels_or_fast_paths():
+    """A faster twin of one op is reached through dispatch (`@has_twin`), never imported (issue 45)."""
+    importing = {path for path, _ in reading_path() for module, names in imported_modules(ROOT / path)
+                 if module.startswith(MACHINERY_MODULES) or {"kernels", "fast", "TRICKS"} & set(names)}
+    assert importing - STILL_IMPORTING_MACHINERY == set(), "a new import of machinery on the reading path"
+    assert STILL_IMPORTING_MACHINERY - importing == set(), "no machinery there any more: remove it from the list"
 
 
 def test_no_file_on_the_reading_path_imports_the_step_compiler():

@@ -123,8 +123,7 @@ def add_train_recipe_arguments(t) -> None:
     t.add_argument("--embed-init", choices=["normal", "xavier"], default=None,
                    help="embedding init: N(0, 1/d_model) (default) or Xavier-uniform (PyTorch tutorial)")
     t.add_argument("--clip", type=non_negative_float, default=None, help="gradient-norm clip (0: off)")
-    add_compile(t, default=False, why=": compiled, it runs about as fast, not faster, bench/README.md "
-                "'Step compiler'")
+    add_compile(t)
     t.add_argument("--cooldown", type=non_negative_float, default=None,
                    help="lower the lr linearly to 0 over this last share of the run's budget (--minutes, "
                         "--max-steps or --epochs; 0: off)")

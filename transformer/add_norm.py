@@ -8,9 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor
-from tinygrad_lite.autograd import is_anomaly_enabled
-from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.nn import Dropout, LayerNorm, Module, fused
+from tinygrad_lite.nn import Dropout, LayerNorm, Module
 
 
 class AddNorm(Module):
@@ -29,9 +27,6 @@ class AddNorm(Module):
 
     def residual(self, x: Tensor, s: Tensor) -> Tensor:
         """x + Dropout(s): the residual connection around a sub-layer's output s."""
-        if TRICKS.fused_residual and not is_anomaly_enabled():  # one op, one pass (fast.py); anomaly mode
-            # runs the plain ops, each traced on its own
-            return fused.add_dropout(x, s, self.dropout.p, self.dropout.training)
         return x + self.dropout(s)
 
     def extra_repr(self) -> str:

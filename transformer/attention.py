@@ -15,8 +15,7 @@ import numpy as np
 
 from tinygrad_lite import Tensor
 from tinygrad_lite.checks import head_size
-from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.nn import Dropout, Linear, Module, fused
+from tinygrad_lite.nn import Dropout, Linear, Module
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout=None,
@@ -40,9 +39,8 @@ class MultiHeadAttention(Module):
     module serves encoder self-attention, masked decoder self-attention, and
     cross-attention (Q from the decoder; K, V from the encoder memory).
 
-    `forward` is the formula: split heads, Eq. 1, merge heads. `fused_forward` is the fast
-    path (TRICKS.fused_attention in tinygrad_lite/fast.py): all h heads in one kernel
-    (`nn.fused.fused_attention`), the same numbers (tests/test_fused_attention.py).
+    `forward` is the formula: split heads, Eq. 1, merge heads. A compiled training step runs
+    these ops as one fused kernel for all h heads (tinygrad_lite/compiler/rules/attention.py).
     """
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.1, bias: bool = True, dtype=np.float32):
@@ -72,20 +70,10 @@ class MultiHeadAttention(Module):
         """
         q = self.w_q(query)                                              # (B, T_q, d_model)
         k, v = self.project_keys_values(key, value, cache, static_kv)    # (B, T_k, d_model)
-        if TRICKS.fused_attention:  # all heads in one kernel (fast.py)
-            return self.w_o(self.fused_forward(q, k, v, mask))
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, h, T, d_k)
         heads, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout, return_weights=True)
         self.remember(weights.data)                                      # (B, h, T_q, T_k)
         return self.w_o(self.merge_heads(heads))                         # (B, T_q, d_model)
-
-    def fused_forward(self, q: Tensor, k: Tensor, v: Tensor, mask) -> Tensor:
-        """Eq. 1 for all h heads in one kernel, on q, k, v (B, T, h·d_k) as the projections give
-        them: no head copies."""
-        out, weights = fused.fused_attention(q, k, v, mask, self.dropout.p, self.dropout.training,
-                                             need_weights=True, heads=self.h)  # (B, T_q, h·d_k)
-        self.remember(weights)
-        return out
 
     def remember(self, weights: np.ndarray) -> None:
         if self.keep_weights:

@@ -4,9 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor
-from tinygrad_lite.autograd import is_anomaly_enabled
-from tinygrad_lite.fast import TRICKS
-from tinygrad_lite.nn import Dropout, Linear, Module, fused
+from tinygrad_lite.nn import Dropout, Linear, Module
 
 
 class PositionwiseFeedForward(Module):
@@ -21,8 +19,4 @@ class PositionwiseFeedForward(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        if TRICKS.fused_ffn and not is_anomaly_enabled():  # W1, bias, ReLU, dropout as one op (fast.py);
-            # anomaly mode runs the plain ops, so a NaN is traced to its Linear
-            return self.w_2(fused.linear_relu_dropout(x, self.w_1.weight, self.w_1.bias, self.dropout.p,
-                                                      self.dropout.training))
         return self.w_2(self.dropout(self.w_1(x).relu()))  # (B, T, d_ff) -> (B, T, d_model)

@@ -41,8 +41,8 @@ class TrainConfig:
     resume: bool = False
     progress: bool = True
     threads: int | None = None       # BLAS + Numba; None: set_num_threads' or $TINYGRAD_LITE_NUM_THREADS or 1
-    compile: bool = False            # the step's loss and backward as a compiled plan (--compile); eager by
-                                     # default: compiled is about as fast, not faster (bench/README.md)
+    compile: bool = True             # the step as a compiled plan, where the rules fuse the plain boxes;
+                                     # False: eager, op by op (--no-compile)
     extra: dict = field(default_factory=dict)
 
 

@@ -4,9 +4,8 @@
     python -m viz xor --points 4 --hidden 4 --out x.svg   the same on all four points (300 nodes: zoom in)
     python -m viz mlp --out mlp.svg                       tensor MLP (tinygrad_lite.nn.MLP), one step
     python -m viz transformer --depth 2 --out t.svg       a small Transformer's training step
-    python -m viz transformer --depth none --fast --out t.svg   the same step as training runs it
     python -m viz gpt --depth 2 --out g.svg               a small GPT's training step (transformer.gpt)
-    python -m viz transformer --compiled --out p.svg      the compiled step's plan and its fused ops (also gpt)
+    python -m viz transformer --compiled --out p.svg      the step as training runs it: the compiled plan (also gpt)
     python -m viz attention --checkpoint CKPT "这是一个苹果" --out attn.png   all three kinds, one figure
     python -m viz attention --checkpoint runs/gpt/best.safetensors "ROMEO:" --out a.png   a GPT's causal maps
     python -m viz lab --checkpoint CKPT                   the attention lab, served on 127.0.0.1
@@ -14,10 +13,10 @@
     python -m viz watch runs/translator                   a training run's live page (train --explore)
 
 A training step's graph is recorded under tinygrad_lite.fast.plain(): the formula, one op at a
-time (Q·Kᵀ, the masked softmax, ·V; relu; layer_norm). --fast records it with every trick on, as
-training runs it: fused ops such as fused_attention, each labelled with the formula it stands for
-(viz.fast_ops.FAST_OPS). --compiled draws the plan tinygrad_lite.compiler captures of a whole training
-step instead (viz/plan.py), each fused op in a cluster named by its rule.
+time (Q·Kᵀ, the masked softmax, ·V; relu; layer_norm), as the paper's boxes write it. Training runs
+that program compiled: --compiled (or --fast) draws the plan tinygrad_lite.compiler captures of a whole
+training step (viz/plan.py), each fused op, labelled with the formula it stands for
+(viz.fast_ops.FAST_OPS), in a cluster named by the rewrite rule that made it.
 
 Bad input (a missing file, an unknown format, a directory that can't be written) gives one
 line on stderr and exit code 2; --debug shows the traceback instead.
@@ -82,19 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_flags(parser, threads=False)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def graph_command(name, help_text, rankdir, fast=True):
+    def graph_command(name, help_text, rankdir):
         sub = commands.add_parser(name, parents=[common], help=help_text, description=help_text)
-        if fast:
-            sub.add_argument("--fast", action="store_true", help=FAST_HELP)
         if name in ("transformer", "gpt"):
-            sub.add_argument("--compiled", action="store_true", help=COMPILED_HELP)
+            sub.add_argument("--compiled", "--fast", dest="compiled", action="store_true", help=COMPILED_HELP)
         sub.add_argument("--out", required=True, help="output file: .svg, .png, .pdf or .dot")
         sub.add_argument("--rankdir", default=rankdir, choices=("LR", "TB", "RL", "BT"))
         sub.add_argument("--max-nodes", type=_positive, default=2000)
         add_seed(sub, default=0)
         return sub
 
-    xor = graph_command("xor", XOR_HELP, "TB", fast=False)
+    xor = graph_command("xor", XOR_HELP, "TB")
     xor.add_argument("--hidden", type=_positive, default=2,
                      help="hidden neurons (MLP(2, [hidden, 1])); default 2, the fewest that can learn XOR")
     xor.add_argument("--points", type=int, choices=(1, 2, 3, 4), default=1,
@@ -165,10 +162,6 @@ def add_gpt_parser(graph_command) -> None:
 XOR_HELP = ("the scalar MLP's backprop graph, micrograd style, after one training step on XOR: by default one "
             "example, (1, 1) -> 0, through MLP(2, [2, 1]), drawn top to bottom")
 XOR_ORDER = (3, 1, 2, 0)  # the examples --points takes, (1, 1) first: every weight then gets a gradient
-FAST_HELP = ("draw the step as training runs it: every trick of tinygrad_lite/fast.py on and the default "
-             "kernels, so fused ops appear (a Transformer's fused_attention, add_dropout, linear_relu_dropout), "
-             "each labelled with the formula it stands for. Without it the step is recorded under "
-             "fast.plain(): the formula, one op at a time")
 
 
 def _render(graph, out: str) -> list:
@@ -203,12 +196,11 @@ def xor_step(args) -> tuple:
     return loss, None
 
 
-def _recording(fast: bool):
-    """Where a graph is recorded: fast.plain() (the formula; the default), or with every trick on
-    and the default kernels (--fast: the fused ops training runs)."""
-    from tinygrad_lite import fast as tricks
+def _recording():
+    """Where a graph is recorded: fast.plain(), the formula, one op at a time."""
+    from tinygrad_lite import fast
 
-    return tricks.tricks_on() if fast else tricks.plain()
+    return fast.plain()
 
 
 def mlp_step(args) -> tuple:
@@ -224,7 +216,7 @@ def mlp_step(args) -> tuple:
     model = MLP(args.sizes, act=args.act)
     x = Tensor(np.array(XOR_INPUTS, dtype=np.float32), name="x (XOR inputs)")
     target = Tensor(np.array(XOR_TARGETS, dtype=np.float32)[:, None], name="target")
-    with _recording(getattr(args, "fast", False)), retain_grads():
+    with _recording(), retain_grads():
         loss = F.binary_cross_entropy_with_logits(model(x), target)
         loss.backward(retain_graph=True)
     return loss, model
@@ -235,7 +227,7 @@ def transformer_step(args) -> tuple:
     from tinygrad_lite import retain_grads
 
     model, loss, batch = transformer_parts(args)
-    with _recording(getattr(args, "fast", False)), retain_grads():
+    with _recording(), retain_grads():
         value = loss(*batch)
         value.backward(retain_graph=True)
     return value, model
@@ -271,7 +263,7 @@ def gpt_step(args) -> tuple:
     from tinygrad_lite import retain_grads
 
     model, batch = gpt_parts(args)
-    with _recording(getattr(args, "fast", False)), retain_grads():
+    with _recording(), retain_grads():
         loss = model.loss(*batch)
         loss.backward(retain_graph=True)
     return loss, model

@@ -23,20 +23,18 @@ FUSED_FILL = "#fff3c4"
 CLUSTER_COLOUR = "#c77700"
 GHOST_COLOUR = "#9e9e9e"
 RANKDIRS = ("LR", "TB", "RL", "BT")
-COMPILED_HELP = ("draw the plan of one compiled training step (loss, backward, Adam; tinygrad_lite.compiler) "
-                 "instead: each op with its output shape, each fused op in a cluster named by its rewrite rule "
-                 "around the plain ops it replaced (dropout 0.1, so Add & Norm's x + dropout(s) is there to fuse). "
-                 "--depth and --expand do not apply")
+COMPILED_HELP = ("draw the step as training runs it (--fast: the same): the plan of one compiled training step "
+                 "(loss, backward, Adam; tinygrad_lite.compiler) instead of the formula's graph, recorded under "
+                 "fast.plain() one op at a time: each op with its output shape, each fused op in a cluster named "
+                 "by its rewrite rule around the plain ops it replaced (dropout 0.1, so Add & Norm's x + dropout(s) "
+                 "is there to fuse). --depth and --expand do not apply")
 
 
 def compiled_plan(model, loss, batch: tuple, lr: float = 1e-3):
     """The Plan of one compiled training step of `model`: loss(*batch), backward, Adam, run once.
 
     Every speed trick is off but the rules' switches, and the kernels are the NumPy twins (as for a
-    toy model's picture), so the rules see the plain ops. A box that still calls a fused op under a
-    rule's switch (Add & Norm's add_dropout, the FFN's linear_relu_dropout, attention's
-    fused_forward) has that switch off during the forward only: the rules read their switches when the
-    compiled step is called, so the box runs plain and the rule fuses."""
+    toy model's picture), so the rules see the paper's boxes as plain ops and fuse them."""
     from tinygrad_lite import fast
     from tinygrad_lite.cli import toy_kernels
     from tinygrad_lite.compiler import compile
@@ -47,8 +45,7 @@ def compiled_plan(model, loss, batch: tuple, lr: float = 1e-3):
     optimizer = Adam(model.parameters(), lr=lr)
 
     def step(*inputs):
-        with fast.tricks_off(*switches):
-            value = loss(*inputs)
+        value = loss(*inputs)
         optimizer.zero_grad()
         value.backward()
         optimizer.step()
@@ -144,8 +141,6 @@ def write_compiled(args, name: str, model, loss, batch: tuple):
     """`python -m viz transformer|gpt --compiled`: draw the plan of one compiled step to args.out."""
     from .graph import render
 
-    if args.fast:
-        raise ValueError(f"{args.command}: --compiled draws the compiler's own rewrites; leave out --fast")
     plan = compiled_plan(model, loss, batch)
     return render(draw_plan(plan, title=f"{name}: one compiled training step", rankdir=args.rankdir,
                             max_nodes=args.max_nodes), args.out)

@@ -115,6 +115,7 @@ class CompiledStep:
         finally:
             random.set_rng_state(rng_state)
             capture.restore()
+            capture.keep.clear()  # the step's tensors, alive while the capture named them by id: a step's activations
             for a, data in tensors:
                 a.data = data
         return capture
