@@ -1,13 +1,14 @@
-"""Speed tricks, in one place. Each is a faster twin of a plain version that stays in the engine's
-own files; there ONE visible branch, `if TRICKS.<name>:`, picks the twin, so a reader meets the
-plain version first, and the plain version is the trick's test oracle (tests/test_fast_paths.py
-runs both and compares values and gradients).
+"""Speed tricks and the step compiler's rules, switched in one place. Each is a faster twin of a plain
+version that stays in the engine's own files, off the reading path (the paper's boxes and the op files
+never branch on one): a rule fuses plain ops in a compiled step (tinygrad_lite/compiler/rules/), a trick
+is one visible branch in the machinery that picks its twin. The plain version is each one's test oracle
+(tests/test_fast_paths.py, tests/test_compile_rules*.py run both and compare values and gradients).
 
 A trick stays only while it pays. The measurement quoted with each one comes from
 `python3 bench/speed_tricks.py`, which times the trick on against off in one process
 (bench/README.md, "Speed tricks"). To run the plain versions:
 
-    with fast.tricks_off():                   # every trick; or tricks_off("fused_ffn")
+    with fast.tricks_off():                   # every trick and rule; or tricks_off("fused_ffn")
         ...
     with fast.plain():                        # every trick off and the kernels' NumPy twins:
         ...                                   # the formula path, end to end
@@ -97,30 +98,13 @@ def _switched(on: bool, names):
 # is its direct formula w·(softmax − q), nn.functional.cross_entropy_backward (one array written, not the three
 # of dy = −w·q run through log_softmax's backward), its Numba kernel (kernels.cross_entropy) a twin.
 
-# ---------------------------------------------------------------- fused_residual
-
-# Why: training small 8% faster (off/on 1.02, 1.08, 1.08; CPU clock, 2026-12-01): 1 pass, not 3.
-# Add & Norm's x + Dropout(s) as one op, nn.fused.add_dropout (one pass, kernels.fused), instead of dropout's
-# mask multiply and scale, then the add. The branch and the plain version are in transformer.add_norm.AddNorm.residual;
-# in a compiled step the rule add_dropout (tinygrad_lite/compiler/rules/) fuses the plain version.
-
-# ---------------------------------------------------------------- fused_ffn
-
-# Why: training small 13-18% faster (off/on 1.18, 1.13; CPU clock, 2026-12-01): d_ff-wide passes.
-# The feed-forward's Dropout(ReLU(x·W1ᵀ + b1)) as one op, nn.fused.linear_relu_dropout: bias, ReLU and dropout in one
-# pass over the product, a backward without a mask. The branch and the plain version are in
-# transformer.feed_forward.PositionwiseFeedForward.forward; in a compiled step the rule linear_relu_dropout fuses it.
-
-# ---------------------------------------------------------------- fused_attention
-# Why: the home of attention's fast paths: attention_kernels (below) and skip_padding's rows run inside it. Alone it
-# is within noise for training (train small off/on 1.03, quartiles 1.00-1.05; tiny 1.00; CPU clock, 2026-12-03, AMD
-# EPYC AVX2, 25% <pad>, where skip_padding's rows take it either way; with skip_padding, fused_attention+skip_padding
-# off/on 1.29, skip_padding alone 1.29).
-# MultiHeadAttention.fused_forward: Eq. 1 for all h heads as one op, nn.fused.fused_attention, on q, k, v
-# (B, T, h·d_k) as the projections give them (no head copies, no (B, h, T, T) scores kept but the weights), its
-# backward in one call. The batch's real tokens' rows (skip_padding) always take it. Plain version:
-# transformer.attention.MultiHeadAttention.forward (split heads, scaled_dot_product_attention, merge heads), its
-# oracle to rounding (tests/test_fused_attention.py, tests/test_plain_path.py).
+# ---------------------------------------------------------------- fused_residual, fused_ffn, fused_attention
+# The switches of the step compiler's rewrite rules (tinygrad_lite/compiler/rules/: add_dropout, linear_relu_dropout,
+# attention; each rule's file gives its measured gain). The paper's boxes write these ops plain (transformer.add_norm,
+# transformer.feed_forward, transformer.attention) and never branch on them; a compiled step, which both trainers run
+# by default, fuses them into nn.fused's ops, and a switch turned off leaves them plain in the plan: the rule's oracle
+# (tests/test_compile_rules*.py). Eager steps run them plain. The padding skip's rows (below) run all heads of
+# attention in one op, nn.fused.fused_attention, whichever the switch.
 
 # ---------------------------------------------------------------- attention_kernels
 # Why: training small 17% faster (train small off/on 1.165, quartiles 1.16-1.18; tiny 1.16; CPU clock, 2026-12-03,
@@ -157,7 +141,7 @@ def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndar
 
     The position-wise layers (embeddings, projections, FFN, norms, generator) then run on a batch's
     real tokens only, transformer.fast.skip_padding.forward_real_tokens; attention reads those rows in
-    place (MultiHeadAttention.fused_forward, nn.fused.fused_attention's `real`). Below ~10% padding the
+    place (transformer.fast.skip_padding.attend, nn.fused.fused_attention's `real`). Below ~10% padding the
     bookkeeping costs more than the rows saved (the toy corpus, 2% padding: off/on 0.89, measured when
     unfused attention still copied rows back), so the trick runs from SKIP_PADDING_FROM on, and only
     if every real target follows a real input token (right padding), or the packed loss would leave
