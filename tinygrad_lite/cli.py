@@ -132,12 +132,12 @@ COMPILE_ENV = "TINYGRAD_LITE_COMPILE"  # 0 / 1: trainers run their steps eagerly
 
 
 def add_compile(parser, default: bool = True, why: str = "") -> None:
-    """--compile / --no-compile: a trainer's step (its loss and backward) as a compiled plan or eagerly,
+    """--compile / --no-compile: a trainer's step (loss to optimizer step) as a compiled plan or eagerly,
     op by op; without either flag ${COMPILE_ENV} decides (0 or 1), else the command's `default`, which
     the parsed arguments carry (compile_chosen reads it there)."""
     chosen = "compiled" if default else "eager"
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="run the step's loss and backward as a compiled plan (tinygrad_lite.compiler); "
+                        help="run the whole training step as a compiled plan (tinygrad_lite.compiler); "
                              f"--no-compile: eagerly, op by op (default: {chosen}{why}, or ${COMPILE_ENV}=0/1)")
     parser.set_defaults(compile_by_default=default)
 

@@ -115,13 +115,13 @@ def make_step(gradients, tokens_of, parameters, optimizer, *, clip: float, set_l
     the plug-ins see the gradients (Plugin.gradients, with the loss's value and the batch's target
     tokens, `tokens_of(batch)`); the gradient norm clipped at `clip` (0: not clipped); this step's
     learning rate (`set_lr()`), the optimizer's step, then the scheduler's if there is one. Returns a
-    function of a batch that returns Stepped. A trainer may hand over `compile`, which makes the
-    whole update one replayed plan (transformer/plugins/compiled.py): the calls marked @recorded
-    are made at each replay, with that step's loss, learning rate and step count."""
+    function of a batch that returns Stepped. A trainer may hand over `compile`, which makes the whole
+    update one replayed plan (transformer/plugins/compiled.py): a call marked @recorded (the plug-ins',
+    set_lr, clipping, the steps) is made at each replay, on that step's loss, lr and step count."""
     parameters = list(parameters)
 
     @recorded
-    def seen(batch, loss) -> tuple[float, int]:
+    def seen(batch, loss) -> tuple[float, int]:  # what the plug-ins make of the loss and the tokens
         value, tokens = loss.item(), tokens_of(batch)
         for plugin in plugins:
             value, tokens = plugin.gradients(batch, value, tokens)

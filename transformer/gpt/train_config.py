@@ -61,7 +61,7 @@ class GPTTrainConfig:
     eval_interval: int = 250
     eval_iters: int = 20
     average: int = 0                 # at the end also try the mean of the weights at the last N evaluations
-    compile: bool = True             # the step's loss and backward as a compiled plan; False: eager (--no-compile)
+    compile: bool = True             # the step, loss to optimizer step, as a compiled plan; False: eager (--no-compile)
 
     def __post_init__(self):
         op = "GPTTrainConfig"
