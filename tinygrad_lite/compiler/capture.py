@@ -4,8 +4,10 @@ While a step is captured, `Tensor._apply` hands each op here (autograd's per-thr
 runs, and the capture notes the function, where its input arrays come from and where its output goes.
 `backward()` walks the graph as autograd does and notes each backward call and each gradient sum, in the
 same order, so a replay adds the same numbers in the same order as the eager step and agrees with it to
-the last bit. Calls marked `@recorded` (an optimizer's step, zero_grad, clipping) are noted, not made:
-the capture changes nothing, and the step's first results come from the plan, as all later ones do.
+the last bit. Calls marked `@recorded` (an optimizer's step, zero_grad, clipping, a loop's hooks) are
+noted, not made: the capture changes nothing, and the step's first results come from the plan, as all
+later ones do. Each replay makes them in their place, on what it made itself (the step's tensors, its
+inputs, earlier recorded results) and on everything else as it is then (the lr, the step count).
 
 Names in the program: `v<n>` arrays (inputs, leaves' arrays, op outputs, gradients), `b<n>` an op's
 backward, `c<n>` the constants (functions, static arguments, leaf tensors, the gradient seed).
