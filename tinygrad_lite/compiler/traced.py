@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 
 import numpy as np
 
@@ -111,12 +112,22 @@ OPERATORS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": n
 
 
 class Input(Traced):
-    """A step input's stand-in, on which NumPy code is recorded into the plan (see the module docstring)."""
+    """A step input's stand-in, on which NumPy code is recorded into the plan (see the module docstring).
+    It holds its capture weakly: the capture holds it, and a cycle would keep the capture's arrays (every
+    activation of the step) alive until Python's cycle collector ran, long after the plan was made."""
 
-    __slots__ = ("capture", "var")
+    __slots__ = ("_capture", "var")
 
     def __init__(self, array, capture, var: str):
-        self.array, self.capture, self.var = array, capture, var
+        self.array, self._capture, self.var = array, weakref.ref(capture), var
+
+    @property
+    def capture(self):
+        capture = self._capture()
+        if capture is None:
+            raise CompileError("compile: a step's input stand-in was used after its capture ended; a step must not "
+                               "keep the values it computes from its inputs for a later call")
+        return capture
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if "out" in kwargs:
