@@ -7,9 +7,16 @@
 Each workload builds one model twice from the same seed, one for each side, and steps both on the same
 batches: "eager" calls the step function as a learner's loop does; "compiled" calls
 `tinygrad_lite.compiler.compile(step)`, which captures it once and then replays the plan (no Tensor,
-graph or check per op). Before timing, both sides run the same steps and the script checks that their
-losses and weights agree bit for bit ("bit-exact"). Sides alternate repeat by repeat (train_throughput's
-`alternate`); the table gives the median time per step and eager/compiled (> 1: the compiled step is faster).
+graph or check per op). Before timing, both sides run the same steps with the rules off (the same plain
+ops) and the script checks that their weights agree bit for bit ("bit-exact"); the timed compiled side
+runs with its rules on (the rules fuse in another order: --rules checks them within 1e-4). Sides
+alternate repeat by repeat (train_throughput's `alternate`); the table gives the median time per step and
+eager/compiled (> 1: the compiled step is faster).
+
+    python bench/compiled_step.py --memory               # and each side's memory
+
+adds each side's peak resident memory over --memory-steps steps (a compiled side's captures among them)
+above what the process held after building the model, each side in a fresh process (peak_memory).
 
 The translator's step decides from the batch's values whether to skip <pad> rows (TRICKS.skip_padding),
 a branch a plan cannot take both ways, so its compiled side runs with that trick off, and the table
@@ -27,6 +34,8 @@ with the boxes plain, and the rules-on side's losses within 1e-4 of it ("agrees"
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import CLOCKS, CONFIGS, QUICK, alternate, append_json, markdown, median, random_batches, start  # noqa: E402,E501
 
 WORKLOADS = ("mlp", "gpt", "tiny", "small")
+MEMORY = ("eager MiB", "eager, no skip MiB", "compiled MiB", "compiled/eager MiB")  # --memory's columns
 
 
 def mlp(quick: bool):
@@ -148,31 +158,34 @@ def bit_exact(build, data, steps: int, plain_tricks) -> bool:
     return all(np.array_equal(a.data, b.data) for a, b in zip(eager_model.parameters(), compiled_model.parameters()))
 
 
-def sides(name: str, build) -> dict:
-    """{side: step(batch)}: eager, (for the translator) eager without padding skips, and compiled."""
+def side_names(name: str) -> tuple:
+    """The sides of a workload: eager, (for the translator) eager without padding skips, and compiled."""
+    return ("eager", "eager, no skip", "compiled") if name in ("tiny", "small") else ("eager", "compiled")
+
+
+def side_step(name: str, build, side: str):
+    """step(batch) -> loss of one side (see side_names), on a model of its own."""
     from tinygrad_lite import fast
     from tinygrad_lite.compiler import compile
-    out = {}
-    _, eager = build()
-    out["eager"] = lambda batch: float(eager(*batch).data)
-    translator_step = name in ("tiny", "small")
-    if translator_step:
-        _, eager_plain = build()
-
+    _, step = build()
+    if side == "eager":
+        return lambda batch: float(step(*batch).data)
+    if side == "eager, no skip":
         def eager_no_skip(batch):
             with fast.tricks_off("skip_padding"):
-                return float(eager_plain(*batch).data)
-        out["eager, no skip"] = eager_no_skip
-    _, step = build()
+                return float(step(*batch).data)
+        return eager_no_skip
     compiled = compile(step)
 
     def compiled_side(batch):
-        if translator_step:
-            with fast.tricks_off("skip_padding"):
-                return float(compiled(*batch).data)
-        return float(compiled(*batch).data)
-    out["compiled"] = compiled_side
-    return out
+        with padding_skips_off(name):
+            return float(compiled(*batch).data)
+    return compiled_side
+
+
+def sides(name: str, build) -> dict:
+    """{side: step(batch)}, each side on its own model."""
+    return {side: side_step(name, build, side) for side in side_names(name)}
 
 
 def off(*names: str):
@@ -183,9 +196,13 @@ def off(*names: str):
     return fast.tricks_off(*names) if names else contextlib.nullcontext()
 
 
+def padding_skips(name: str) -> tuple:
+    """The translator's padding skips: a branch on the batch's values, which a plan cannot take both ways."""
+    return ("skip_padding",) if name in ("tiny", "small") else ()
+
+
 def padding_skips_off(name: str):
-    """The translator's padding skips off: a branch on the batch's values, which a plan cannot take both ways."""
-    return off("skip_padding") if name in ("tiny", "small") else off()
+    return off(*padding_skips(name))
 
 
 def rule_switches() -> tuple:
@@ -270,6 +287,54 @@ def measure_rules(args, name: str, build, data) -> dict:
             **{f"rules off/{side}": round(ms["rules off"] / v, 3) for side, v in ms.items() if side.endswith(" only")}}
 
 
+def status_mib(field: str) -> float:
+    """A field of /proc/self/status (VmRSS, VmHWM: the resident set size now and at its peak) in MiB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_memory(name: str, side: str, quick: bool, steps: int) -> dict:
+    """In this process: every side of the workload run once on models of their own (so Numba's kernels
+    are compiled or loaded), their freed memory handed back to the OS (glibc's malloc_trim), then one side
+    built and the peak RSS reset (Linux's clear_refs) before it runs `steps` steps, a compiled side's
+    captures among them. Returns the RSS after building and its peak since, in MiB. Freed memory then
+    stays in the process, as in training runs (tinygrad_lite.memory)."""
+    import ctypes
+    import gc
+
+    from tinygrad_lite.memory import keep_freed_memory
+    build, data = BUILDERS[name](quick)
+    for warm in side_names(name):
+        side_step(name, build, warm)(data[0])
+    gc.collect()
+    ctypes.CDLL(None).malloc_trim(0)
+    keep_freed_memory()
+    run = side_step(name, build, side)
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+    base = status_mib("VmRSS")
+    for i in range(steps):
+        run(data[i % len(data)])
+    return {"base": base, "peak": status_mib("VmHWM")}
+
+
+def memory(args, name: str) -> dict:
+    """{"<side> MiB": the peak RSS over --memory-steps steps above the RSS after building}, each side in a
+    fresh process (one process's freed memory would serve the next side)."""
+    out = {}
+    for side in side_names(name):
+        command = [sys.executable, __file__, "--peak-of", side, "--workloads", name, "--threads", str(args.threads),
+                   "--memory-steps", str(args.memory_steps), *(["--quick"] if args.quick else [])]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        out[f"{side} MiB"] = round(measured["peak"] - measured["base"], 1)
+    out["compiled/eager MiB"] = round(out["compiled MiB"] / out["eager MiB"], 2)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {WORKLOADS}")
@@ -283,10 +348,16 @@ def main(argv=None):
                         "with the rules on against off, and today's compiled step (see the docstring)")
     parser.add_argument("--per-rule", action="store_true", help="with --rules, also each rule alone on "
                         "('rules off/<rule> only': that rule's gain)")
+    parser.add_argument("--memory", action="store_true", help="also each side's memory: the peak RSS over "
+                        "--memory-steps steps above the RSS after building, each side in a fresh process")
+    parser.add_argument("--memory-steps", type=int, default=8, help="steps a --memory process runs (default 8)")
+    parser.add_argument("--peak-of", help=argparse.SUPPRESS)  # a --memory process: one side's peak, as JSON
     args = parser.parse_args(argv)
     threads = args.threads
     start(parser, threads)
-    from tinygrad_lite import fast
+    if args.peak_of:
+        print(json.dumps(peak_memory(args.workloads, args.peak_of, args.quick, args.memory_steps)))
+        return
     rows = []
     for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         if name not in BUILDERS:
@@ -298,8 +369,7 @@ def main(argv=None):
             append_json(args.json, row)
             print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
             continue
-        plain_tricks = (lambda: fast.tricks_off("skip_padding")) if name in ("tiny", "small") else fast.tricks_on
-        exact = bit_exact(build, data, 3, plain_tricks)
+        exact = bit_exact(build, data, 3, lambda: off(*rule_switches(), *padding_skips(name)))
         steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
         samples = alternate(sides(name, build), data, steps, repeats, clock=CLOCKS[args.clock])
         ms = {side: 1e3 * median(times) for side, times in samples.items()}
@@ -307,7 +377,8 @@ def main(argv=None):
         row = {"workload": name, "threads": threads, "clock": args.clock, "bit_exact": exact,
                **{f"{side} ms": round(v, 3) for side, v in ms.items()},
                "eager/compiled": round(ms["eager"] / ms["compiled"], 3),
-               "same-trick eager/compiled": round(base / ms["compiled"], 3)}
+               "same-trick eager/compiled": round(base / ms["compiled"], 3),
+               **(memory(args, name) if args.memory else {})}
         rows.append(row)
         append_json(args.json, row)
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
@@ -320,10 +391,11 @@ def main(argv=None):
                          r["box calls/rules on"], *[r[k] for k in singles]] for r in rows]))
         return
     header = ["workload", "bit-exact", "eager ms", "eager, no skip ms", "compiled ms", "eager/compiled",
-              "same-trick eager/compiled"]
+              "same-trick eager/compiled", *(MEMORY if args.memory else ())]
     print(markdown(header, [[r["workload"], "yes" if r["bit_exact"] else "NO", r["eager ms"],
                              r.get("eager, no skip ms", "-"), r["compiled ms"], r["eager/compiled"],
-                             r["same-trick eager/compiled"]] for r in rows]))
+                             r["same-trick eager/compiled"], *(r.get(k, "-") for k in MEMORY if args.memory)]
+                            for r in rows]))
 
 
 if __name__ == "__main__":
