@@ -6,6 +6,7 @@
     python bench/gpt.py --profile 20                     # also cProfile 20 of our steps
     python bench/gpt.py --products                       # also time one step's products alone (the BLAS bound)
     python bench/gpt.py --quick --data FILE              # seconds; what the smoke test runs
+    python bench/gpt.py --no-compile                     # our step eagerly, op by op (default: compiled)
 
 The recipe is nanoGPT's for a CPU ("I only have a macbook"): 4 layers, 4 heads, n_embd 128,
 block_size 64, batch 12, dropout 0, bias False; AdamW at lr 1e-3, betas (0.9, 0.99), weight decay 0.1
@@ -80,10 +81,12 @@ def build(config):
     return ours, theirs
 
 
-def steppers(ours, theirs, torch, cfg) -> dict:
+def steppers(ours, theirs, torch, cfg, compiled: bool = True) -> dict:
     """{side: step(batch, lr) -> loss}: loss, backward, clip, then cfg.optimizer as `gpt train` runs it
     (transformer.gpt.training.build_optimizer; the twin's: torch_twin.adamw or muon_and_adamw) at this
-    lr. A side given as None gets no stepper."""
+    lr; ours compiled as `gpt train` compiles it (its lr read by the optimizer's recorded step at each
+    replay) unless compiled=False. A side given as None gets no stepper."""
+    from tinygrad_lite.compiler import compile
     from tinygrad_lite.optim import clip_grad_norm_
     from transformer.gpt.torch_twin import adamw, muon_and_adamw
     from transformer.gpt.training import build_optimizer, set_learning_rates
@@ -93,14 +96,18 @@ def steppers(ours, theirs, torch, cfg) -> dict:
         our_opt = build_optimizer(ours, cfg)
         params = list(ours.parameters())
 
-        def ours_step(batch, lr):
-            set_learning_rates(our_opt, lr, cfg)
-            loss = ours.loss(*batch)
+        def update(x, y):
+            loss = ours.loss(x, y)
             our_opt.zero_grad()
             loss.backward()
             clip_grad_norm_(params, clip)
             our_opt.step()
-            return loss.item()
+            return loss
+        run = compile(update) if compiled else update
+
+        def ours_step(batch, lr):
+            set_learning_rates(our_opt, lr, cfg)
+            return run(*batch).item()
         steps["ours"] = ours_step
     if theirs is not None:
         their_opts = ([adamw(theirs, cfg.learning_rate, betas, cfg.weight_decay)] if cfg.optimizer == "adamw" else
@@ -194,7 +201,7 @@ def run(args, threads: int, torch) -> dict:
     config, batch, cfg = settings(name, vocab)
     ours, theirs = build(config)
     losses = {"ours": [], "torch": []}
-    steps_at = steppers(ours, theirs, torch, cfg)
+    steps_at = steppers(ours, theirs, torch, cfg, compiled=not args.no_compile)
     runners = {side: recorded(steps_at[side], cfg.learning_rate, losses[side]) for side in ("ours", "torch")}
     pairs = step_products(ours, batch * config.block_size) if args.products else []
     if pairs:
@@ -212,6 +219,7 @@ def run(args, threads: int, torch) -> dict:
         bound = {"products_per_step": len(pairs), "gflop_per_step": flops / 1e9, "ms_products": 1e3 * t_products,
                  "gflops_products": flops / t_products / 1e9, "bound_torch_over_products": t_torch / t_products}
     return {**bound, "config": {"recipe": "nanogpt-cpu"}.get(name, name), "optimizer": cfg.optimizer,
+            "ours_compiled": not args.no_compile,
             "threads": threads, "batch": batch,
             **config.to_dict(), "steps_per_sample": steps, "repeats": repeats,
             "it_s_ours": 1 / t_ours, "it_s_torch": 1 / t_torch, "tok_s_ours": tokens / t_ours,
@@ -254,6 +262,8 @@ def main(argv=None):
                         help="also time the products of one of our steps alone, side by side (the BLAS bound)")
     parser.add_argument("--json", help="append the result as one JSON line to this file")
     parser.add_argument("--quick", action="store_true", help="a seconds-long run on a toy model (smoke test)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="run our step eagerly, op by op, unfused (default: compiled, as `gpt train` runs it)")
     args = parser.parse_args(argv)
     if args.threads < 1 or args.steps < 1 or args.repeats < 1:
         parser.error("--threads, --steps and --repeats must be >= 1")
@@ -269,7 +279,7 @@ def main(argv=None):
         data, vocab = char_ids(args.data)
         config, batch, cfg = settings("quick" if args.quick else args.config, vocab)
         ours = build(config)[0]
-        step = recorded(steppers(ours, None, torch, cfg)["ours"], cfg.learning_rate, [])
+        step = recorded(steppers(ours, None, torch, cfg, compiled=not args.no_compile)["ours"], cfg.learning_rate, [])
         pool = batches(data, 4, batch, config.block_size)
         step(pool[0])  # compile and warm up outside the profile
         print(profile(step, pool, args.profile))
