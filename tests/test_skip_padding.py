@@ -201,8 +201,9 @@ def test_the_flop_counter_counts_the_real_rows_of_the_position_wise_products():
     assert rows_s == round(np.mean([(b.src != PAD).sum() for b in batches])) < full
 
 
-def test_the_packed_path_runs_from_the_padding_threshold_on(monkeypatch):
-    """Below fast.SKIP_PADDING_FROM of <pad> positions the copies would cost more than they save."""
+def test_every_right_padded_batch_takes_the_rows_and_no_other(monkeypatch):
+    """However little <pad> a right-padded batch holds it runs on its real rows (one plan family for a compiled
+    step); a batch with a real target after a <pad> input token runs padded, or its loss would lose that target."""
     model, _, _ = model_and_batch()
     rng = np.random.default_rng(4)
     calls = []
@@ -210,16 +211,16 @@ def test_the_packed_path_runs_from_the_padding_threshold_on(monkeypatch):
     monkeypatch.setattr(train, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
     src = rng.integers(1, 23, size=(5, 10))
     tgt = rng.integers(1, 29, size=(5, 11))
-    positions = src.size + tgt.size - 5
-    few = int(fast.SKIP_PADDING_FROM * positions) - 1  # padded positions, all at the ends of source rows
-    src_few = src.copy()
-    src_few.reshape(-1)[::-1][:few] = PAD  # right-padding of the last rows
-    src_many = src.copy()
-    src_many.reshape(-1)[::-1][:few + 2] = PAD
+    src[-1, -1] = PAD                      # one <pad> in 105 positions
+    left = tgt.copy()
+    left[0, 3] = PAD                       # a <pad> input token with a real target after it
     with fast.tricks_on("skip_padding"):
-        teacher_forcing_loss(model, src_few, tgt[:, :-1], tgt[:, 1:], 0.0)
-        assert calls == []
-        teacher_forcing_loss(model, src_many, tgt[:, :-1], tgt[:, 1:], 0.0)
+        teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.0)
+        assert calls == [1]
+        teacher_forcing_loss(model, src, left[:, :-1], left[:, 1:], 0.0)
+        assert calls == [1]
+    with fast.tricks_off("skip_padding"):
+        teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.0)
         assert calls == [1]
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import contextlib
 
-import numpy as np
-
 from .checks import switched_off
 
 NAMES = ("fused_residual", "fused_ffn", "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
@@ -133,25 +131,14 @@ def _switched(on: bool, names):
 
 # ---------------------------------------------------------------- skip_padding
 
-SKIP_PADDING_FROM = 0.10  # the share of <pad> positions from which skipping them pays
-
-
-def padding_worth_skipping(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndarray, pad: int) -> bool:
-    """Why: training small 21% faster (train small off/on 1.21, base-short 1.18; CPU clock, 2026-12-01) at 25% <pad>.
-
-    The position-wise layers (embeddings, projections, FFN, norms, generator) then run on a batch's
-    real tokens only, transformer.fast.skip_padding.forward_real_tokens; attention reads those rows in
-    place (transformer.fast.skip_padding.attend, nn.fused.fused_attention's `real`). Below ~10% padding the
-    bookkeeping costs more than the rows saved (the toy corpus, 2% padding: off/on 0.89, measured when
-    unfused attention still copied rows back), so the trick runs from SKIP_PADDING_FROM on, and only
-    if every real target follows a real input token (right padding), or the packed loss would leave
-    it out. Plain version: Transformer.forward, its oracle at the real tokens (tests/test_skip_padding.py); the
-    choice is transformer.fast.skip_padding.rows_to_skip_padding."""
-    real_in = tgt_in != pad
-    if (tgt_out[~real_in] != pad).any():
-        return False
-    padded = src.size - np.count_nonzero(src != pad) + real_in.size - np.count_nonzero(real_in)
-    return padded >= SKIP_PADDING_FROM * (src.size + tgt_in.size)
+# Why: training small 21% faster (train small off/on 1.21, base-short 1.18; CPU clock, 2026-12-01) at 25% <pad>.
+# The position-wise layers (embeddings, projections, FFN, norms, generator) run on a batch's real tokens only,
+# transformer.fast.skip_padding.forward_real_tokens; attention reads those rows in place (nn.fused.fused_attention's
+# `real`). Every right-padded batch takes it (the choice: transformer.fast.skip_padding.rows_to_skip_padding), so a
+# compiled translator has one plan family: 4 captures over 10 epochs of the built-in corpus, where a padded forward
+# from 10% <pad> on made 11 (a plan a shape), and the 200-step toy run's CPU time went from 1.14x to 1.035x eager
+# main's (2026-12-07, Xeon AVX-512, bench/README.md "Step compiler"). Plain version: Transformer.forward, its oracle
+# at the real tokens (tests/test_skip_padding.py).
 
 
 # ---------------------------------------------------------------- panel_products

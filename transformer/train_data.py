@@ -102,10 +102,9 @@ def widened(batch: Batch, multiple: int = WIDTH) -> Batch:
     """The batch with <pad> columns on the right: src to a multiple of `multiple` columns, tgt to one more
     (so that its teacher-forcing input tgt[:, :-1] is a multiple). The loss ignores <pad> targets, so the
     batch trains the same sentences, and with skip_padding (the position-wise layers on the real tokens
-    only) the added columns cost little. But batches come in fewer shapes, and most have padding enough
-    to skip (fast.padding_worth_skipping), whose steps share one compiled plan: on the real-data recipe
-    over 8 epochs, 422 -> 275 shapes, and 668 -> 72 of 896 batches on the padded forward, in 274 -> 16
-    shapes (bench/compile_keys.py; timings in bench/README.md, "Step compiler")."""
+    only) the added columns cost little. But batches come in fewer shapes (on the real-data recipe over 8
+    epochs, 422 -> 275), and every right-padded one skips its <pad> rows (skip_padding.rows_to_skip_padding),
+    whose steps share one compiled plan (bench/compile_keys.py; timings in bench/README.md, "Step compiler")."""
     def wide(ids, columns):
         out = np.full((ids.shape[0], columns), PAD, dtype=ids.dtype)
         out[:, :ids.shape[1]] = ids

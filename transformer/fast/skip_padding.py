@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_lite import Tensor
-from tinygrad_lite.fast import TRICKS, padding_worth_skipping
+from tinygrad_lite.fast import TRICKS
 from tinygrad_lite.nn import fused
 
 
@@ -46,11 +46,18 @@ def forward_real_tokens(model, src, tgt, rows: tuple | None = None) -> tuple[Ten
 def rows_to_skip_padding(src, tgt_in, tgt_out, pad: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The rows (real_rows of src and tgt_in) a training step on this batch runs forward_real_tokens
     with, or None for the padded forward: TRICKS.skip_padding's choice, made from the batch outside a
-    compiled step (fast.padding_worth_skipping), so eager and compiled steps make the same rows and
-    draw the same dropout masks."""
-    if not (TRICKS.skip_padding and padding_worth_skipping(src, tgt_in, tgt_out, pad)):
+    compiled step, so eager and compiled steps make the same rows and draw the same dropout masks. Every
+    right-padded batch takes the rows, whatever its share of <pad>, so a compiled step has one plan family
+    (tinygrad_lite/fast.py, skip_padding)."""
+    if not (TRICKS.skip_padding and right_padded(tgt_in, tgt_out, pad)):
         return None
     return real_rows(src, pad), real_rows(tgt_in, pad)
+
+
+def right_padded(tgt_in, tgt_out, pad: int) -> bool:
+    """Whether every real target follows a real input token, as in a right-padded batch: else the loss on
+    the input's real rows would leave that target out."""
+    return not np.not_equal(tgt_out, pad)[np.equal(tgt_in, pad)].any()
 
 
 def real_rows(ids, pad: int) -> np.ndarray:
