@@ -89,9 +89,10 @@ class WatchServer(LocalServer):
         thread.start()
         return thread
 
-    def wait_for_readers(self, timeout: float = 3.0) -> None:
+    def wait_for_readers(self, timeout: float = 10.0) -> None:
         """If a page is open, give it up to `timeout` seconds to read the last event (the run's
-        end) before the server goes, so it stops polling instead of finding no server."""
+        end) before the server goes, so it stops polling instead of finding no server. A page that is
+        up to date ends the wait at once; a loaded machine's page may take seconds for its next poll."""
         deadline = time.monotonic() + timeout
         while self.read_up_to >= 0 and time.monotonic() < deadline:
             if self.read_up_to >= self.events.lines(0, 0)[1]:
