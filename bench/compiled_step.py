@@ -206,8 +206,8 @@ def padding_skips_off(name: str):
 
 
 def rule_switches() -> tuple:
-    from tinygrad_lite.compiler.rules import RULES
-    return tuple(sorted({rule.switch for rule in RULES}))
+    from tinygrad_lite.compiler.rules import SWITCHES
+    return SWITCHES
 
 
 def plain_boxes(step):

@@ -8,10 +8,8 @@ from training_steps import training_step
 import tinygrad_lite as tl
 from tinygrad_lite import fast
 from tinygrad_lite.compiler import CompileError, compile
-from tinygrad_lite.compiler.rules import RULES
+from tinygrad_lite.compiler.rules import SWITCHES as RULE_SWITCHES
 from tinygrad_lite.optim import Adam, AdamW
-
-RULE_SWITCHES = sorted({rule.switch for rule in RULES})
 
 
 def gpt_run(steps, compiled, batches):

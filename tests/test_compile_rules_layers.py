@@ -8,15 +8,13 @@ import pytest
 
 import tinygrad_lite as tl
 from tinygrad_lite import Tensor, fast
-from tinygrad_lite.compiler.rules import RULES
+from tinygrad_lite.compiler.rules import SWITCHES
 from transformer.decoder import DecoderLayer
 from transformer.encoder import EncoderLayer
 from transformer.masks import padding_mask, target_mask
 
 sys.path.insert(0, "tests")  # this file's helpers, as pytest finds them
 from rule_oracle import assert_agree, plan_of, sides  # noqa: E402
-
-SWITCHES = tuple(sorted({rule.switch for rule in RULES}))
 
 
 def batches(dtype, B=2, S=5, T=4, d_model=8):

@@ -10,7 +10,7 @@ import pytest
 
 from tinygrad_lite import fast
 from tinygrad_lite.cli import COMPILE_ENV, OneLineParser, add_compile, compile_chosen
-from tinygrad_lite.compiler.rules import RULES
+from tinygrad_lite.compiler.rules import SWITCHES as RULE_SWITCHES
 from transformer.gpt.training import GPTTrainConfig, GPTTrainer
 from transformer.plugins.compiled import CompiledGradients
 from transformer.plugins.report import TrainingReport
@@ -40,7 +40,6 @@ def translator_config(out, **overrides) -> TrainConfig:
     return TrainConfig(**{**settings, **overrides})
 
 
-RULE_SWITCHES = sorted({rule.switch for rule in RULES})  # off: a plan runs the eager step's ops, no fused one
 
 
 def weights(trainer) -> list:

@@ -38,10 +38,9 @@ def compiled_plan(model, loss, batch: tuple, lr: float = 1e-3):
     from tinygrad_lite import fast
     from tinygrad_lite.cli import toy_kernels
     from tinygrad_lite.compiler import compile
-    from tinygrad_lite.compiler.rules import RULES
+    from tinygrad_lite.compiler.rules import SWITCHES
     from tinygrad_lite.optim import Adam
 
-    switches = sorted({rule.switch for rule in RULES})
     optimizer = Adam(model.parameters(), lr=lr)
 
     def step(*inputs):
@@ -51,8 +50,8 @@ def compiled_plan(model, loss, batch: tuple, lr: float = 1e-3):
         optimizer.step()
         return value
 
-    others = [name for name in fast.NAMES if name not in switches]
-    with toy_kernels(), fast.tricks_off(*others), fast.tricks_on(*switches):
+    others = [name for name in fast.NAMES if name not in SWITCHES]
+    with toy_kernels(), fast.tricks_off(*others), fast.tricks_on(*SWITCHES):
         compiled = compile(step)
         compiled(*batch)
     return next(iter(compiled.plans.values()))

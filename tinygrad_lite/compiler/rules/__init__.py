@@ -22,8 +22,9 @@ from .linear_relu_dropout import LinearReluDropout
 from .pattern import Defer, Fuse, Fused, Ran, Record, is_group
 
 RULES = (Attention(), LinearReluDropout(), AddDropout())  # an op goes to the first rule that matches it
+SWITCHES = tuple(sorted({rule.switch for rule in RULES}))  # their names in fast.TRICKS: all off, a plan runs plain ops
 
-__all__ = ["RULES", "Defer", "Fuse", "Fused", "Ran", "Record", "find", "switched_on"]
+__all__ = ["RULES", "SWITCHES", "Defer", "Fuse", "Fused", "Ran", "Record", "find", "switched_on"]
 
 
 def switched_on() -> tuple:
