@@ -24,12 +24,10 @@ gives eager with the trick off as well: "eager, no skip" / "compiled" is what re
 
     python bench/compiled_step.py --rules --workloads tiny,small,gpt
 
-measures the rewrite rules (tinygrad_lite/compiler/rules) instead: the boxes run plain (their own fused
-calls, under the rules' switches fused_ffn, fused_attention and fused_residual, off inside the step), the
-step compiled with the rules on against off ("rules off/on" > 1: the rules gain), and today's compiled step,
-whose boxes call the fused ops themselves, for reference ("box calls/rules on" near 1: the rules keep that
-speed without the boxes' branches). Before timing, the rules-off side is checked bit-exact against eager
-with the boxes plain, and the rules-on side's losses within 1e-4 of it ("agrees").
+measures the rewrite rules (tinygrad_lite/compiler/rules) instead: the paper's boxes, plain, compiled
+with the rules on against off ("rules off/on" > 1: the rules gain; until e79312f a third side timed the
+boxes calling the fused ops themselves, which they no longer do). Before timing, the rules-off side is
+checked bit-exact against eager, and the rules-on side's losses within 1e-4 of it ("agrees").
 """
 from __future__ import annotations
 
@@ -43,7 +41,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_throughput import CLOCKS, CONFIGS, QUICK, alternate, append_json, markdown, median, random_batches, start  # noqa: E402,E501
+from train_throughput import (  # noqa: E402
+    CLOCKS,
+    CONFIGS,
+    QUICK,
+    alternate,
+    append_json,
+    markdown,
+    median,
+    random_batches,
+    reset_peak,
+    start,
+    status_kb,
+)
 
 WORKLOADS = ("mlp", "gpt", "tiny", "small")
 MEMORY = ("eager MiB", "eager, no skip MiB", "compiled MiB", "compiled/eager MiB")  # --memory's columns
@@ -205,45 +215,27 @@ def padding_skips_off(name: str):
     return off(*padding_skips(name))
 
 
-def rule_switches() -> tuple:
-    from tinygrad_lite.compiler.rules import SWITCHES
-    return SWITCHES
-
-
-def plain_boxes(step):
-    """`step` with the boxes' own fused calls off inside it: the plain ops, for the rules to fuse."""
-    from tinygrad_lite import fast
-
-    def run(*batch):
-        with fast.tricks_off(*rule_switches()):
-            return step(*batch)
-    return run
-
-
 def rule_sides(name: str, build, per_rule: bool) -> dict:
-    """{side: step(batch)}: today's compiled step (the boxes' fused calls), and the boxes plain, compiled
-    with the rules off and on (and, per_rule, with each rule alone on)."""
+    """{side: step(batch)}: the step compiled with the rules off and on (and, per_rule, with each rule
+    alone on)."""
     from tinygrad_lite import fast
     from tinygrad_lite.compiler import compile
-    from tinygrad_lite.compiler.rules import RULES
-    switches = rule_switches()
+    from tinygrad_lite.compiler.rules import RULES, SWITCHES
     _, step = build()  # one model for every side: each its own compiled step (a model's arrays' alignment
     # alone moves a step's time by a few %, which side-by-side copies would book to the rules)
-    box_calls = compile(step)
-    rules_off, rules_on = compile(plain_boxes(step)), compile(plain_boxes(step))
+    rules_off, rules_on = compile(step), compile(step)
 
     def side(compiled, switched, names):
         def run(batch):
             with padding_skips_off(name), switched(*names):
                 return float(compiled(*batch).data)
         return run
-    out = {"box calls": side(box_calls, fast.tricks_on, switches),
-           "rules off": side(rules_off, fast.tricks_off, switches),
-           "rules on": side(rules_on, fast.tricks_on, switches)}
+    out = {"rules off": side(rules_off, fast.tricks_off, SWITCHES),
+           "rules on": side(rules_on, fast.tricks_on, SWITCHES)}
     if per_rule:
         for rule in RULES:
-            only = compile(plain_boxes(step))
-            others = tuple(s for s in switches if s != rule.switch)
+            only = compile(step)
+            others = tuple(s for s in SWITCHES if s != rule.switch)
 
             def run(batch, only=only, others=others, switch=rule.switch):
                 with padding_skips_off(name), off(*others), fast.tricks_on(switch):
@@ -253,20 +245,20 @@ def rule_sides(name: str, build, per_rule: bool) -> dict:
 
 
 def rules_agree(name: str, build, data, steps: int) -> tuple:
-    """(rules off bit-exact with eager, the boxes plain; rules on within 1e-4 of rules off), loss by loss
-    over `steps` steps from one seed."""
+    """(rules off bit-exact with eager; rules on within 1e-4 of rules off), loss by loss over `steps`
+    steps from one seed."""
     import tinygrad_lite as tl
     from tinygrad_lite import fast
     from tinygrad_lite.compiler import compile
-    switches = rule_switches()
+    from tinygrad_lite.compiler.rules import SWITCHES
     losses = {}
     for side, switched, wrap in (("eager", fast.tricks_off, lambda s: s), ("off", fast.tricks_off, compile),
                                  ("on", fast.tricks_on, compile)):
         tl.manual_seed(1)
         _, step = build()
-        step = wrap(plain_boxes(step))
+        step = wrap(step)
         tl.manual_seed(2)
-        with padding_skips_off(name), switched(*switches):
+        with padding_skips_off(name), switched(*SWITCHES):
             losses[side] = [float(step(*data[i % len(data)]).data) for i in range(steps)]
     return (losses["eager"] == losses["off"],
             bool(np.allclose(losses["on"], losses["off"], rtol=1e-4, atol=0)))
@@ -283,17 +275,7 @@ def measure_rules(args, name: str, build, data) -> dict:
             **{f"{side} ms": round(v, 3) for side, v in ms.items()},
             **{f"{side} range ms": [round(a, 3), round(b, 3)] for side, (a, b) in spread.items()},
             "rules off/on": round(ms["rules off"] / ms["rules on"], 3),
-            "box calls/rules on": round(ms["box calls"] / ms["rules on"], 3),
             **{f"rules off/{side}": round(ms["rules off"] / v, 3) for side, v in ms.items() if side.endswith(" only")}}
-
-
-def status_mib(field: str) -> float:
-    """A field of /proc/self/status (VmRSS, VmHWM: the resident set size now and at its peak) in MiB."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def peak_memory(name: str, side: str, quick: bool, steps: int) -> dict:
@@ -313,12 +295,15 @@ def peak_memory(name: str, side: str, quick: bool, steps: int) -> dict:
     ctypes.CDLL(None).malloc_trim(0)
     keep_freed_memory()
     run = side_step(name, build, side)
-    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-        f.write("5")
-    base = status_mib("VmRSS")
+    if not reset_peak():
+        raise RuntimeError("peak_memory: the peak RSS cannot be reset here (Linux's /proc/self/clear_refs)")
+    base = status_kb("VmRSS")
     for i in range(steps):
         run(data[i % len(data)])
-    return {"base": base, "peak": status_mib("VmHWM")}
+    peak = status_kb("VmHWM")
+    if base is None or peak is None:
+        raise RuntimeError("peak_memory: no VmRSS or VmHWM in /proc/self/status")
+    return {"base": base / 1024, "peak": peak / 1024}
 
 
 def memory(args, name: str) -> dict:
@@ -344,8 +329,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="tiny shapes, 1 repeat: a smoke run")
     parser.add_argument("--json", help="append one JSON row per workload to this file")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rules", action="store_true", help="measure the rewrite rules: the boxes plain, compiled "
-                        "with the rules on against off, and today's compiled step (see the docstring)")
+    parser.add_argument("--rules", action="store_true", help="measure the rewrite rules: the step compiled with "
+                        "the rules on against off (see the docstring)")
     parser.add_argument("--per-rule", action="store_true", help="with --rules, also each rule alone on "
                         "('rules off/<rule> only': that rule's gain)")
     parser.add_argument("--memory", action="store_true", help="also each side's memory: the peak RSS over "
@@ -358,6 +343,7 @@ def main(argv=None):
     if args.peak_of:
         print(json.dumps(peak_memory(args.workloads, args.peak_of, args.quick, args.memory_steps)))
         return
+    from tinygrad_lite.compiler.rules import SWITCHES
     rows = []
     for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         if name not in BUILDERS:
@@ -369,7 +355,7 @@ def main(argv=None):
             append_json(args.json, row)
             print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
             continue
-        exact = bit_exact(build, data, 3, lambda: off(*rule_switches(), *padding_skips(name)))
+        exact = bit_exact(build, data, 3, lambda: off(*SWITCHES, *padding_skips(name)))
         steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
         samples = alternate(sides(name, build), data, steps, repeats, clock=CLOCKS[args.clock])
         ms = {side: 1e3 * median(times) for side, times in samples.items()}
@@ -384,11 +370,10 @@ def main(argv=None):
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
     if args.rules:
         singles = [k for k in rows[0] if k.startswith("rules off/") and k.endswith(" only")] if rows else []
-        print(markdown(["workload", "bit-exact", "agrees", "box calls ms", "rules off ms", "rules on ms",
-                        "rules off/on", "box calls/rules on", *singles],
+        print(markdown(["workload", "bit-exact", "agrees", "rules off ms", "rules on ms", "rules off/on", *singles],
                        [[r["workload"], "yes" if r["bit_exact"] else "NO", "yes" if r["agrees"] else "NO",
-                         r["box calls ms"], r["rules off ms"], r["rules on ms"], r["rules off/on"],
-                         r["box calls/rules on"], *[r[k] for k in singles]] for r in rows]))
+                         r["rules off ms"], r["rules on ms"], r["rules off/on"], *[r[k] for k in singles]]
+                        for r in rows]))
         return
     header = ["workload", "bit-exact", "eager ms", "eager, no skip ms", "compiled ms", "eager/compiled",
               "same-trick eager/compiled", *(MEMORY if args.memory else ())]

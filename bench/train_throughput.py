@@ -442,7 +442,7 @@ def markdown(header, rows) -> str:
 
 # --------------------------------------------------------------------------------- memory
 
-def _status_kb(field: str) -> int | None:
+def status_kb(field: str) -> int | None:
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith(field + ":"):
@@ -450,7 +450,7 @@ def _status_kb(field: str) -> int | None:
     return None
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
     """Reset the kernel's resident high-water mark (Linux >= 4.0); False if not possible."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
@@ -481,13 +481,13 @@ def memory_child(side: str, cfg: BenchConfig, threads: int, steps: int, ragged: 
     trainer_for(QUICK).step(random_batches(QUICK, 1)[0])  # libraries initialised, kernels loaded
     batches = random_batches(cfg, 2, ragged=ragged)
     trainer = trainer_for(cfg)
-    before_kb = _status_kb("VmRSS")
+    before_kb = status_kb("VmRSS")
     for batch in batches:  # warm-up: Numba loads/compiles its kernels, optimizer state appears, plans are captured
         trainer.step(batch)
-    reset = _reset_peak()
+    reset = reset_peak()
     for i in range(steps):
         trainer.step(batches[i % 2])
-    peak_kb = _status_kb("VmHWM") if reset else None
+    peak_kb = status_kb("VmHWM") if reset else None
     if peak_kb is None:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"side": side, "peak_rss_mb": peak_kb / 1024, "before_mb": before_kb / 1024 if before_kb else None,
