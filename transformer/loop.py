@@ -118,7 +118,7 @@ def make_step(gradients, tokens_of, parameters, optimizer, *, clip: float, set_l
     function of a batch that returns Stepped. A trainer may hand over `compile`, which makes the whole
     update one replayed plan (transformer/plugins/compiled.py): a call marked @recorded (the plug-ins',
     set_lr, clipping, the steps) is made at each replay, on that step's loss, lr and step count."""
-    parameters = list(parameters)
+    parameters, set_lr = list(parameters), recorded(set_lr)
 
     @recorded
     def seen(batch, loss) -> tuple[float, int]:  # what the plug-ins make of the loss and the tokens
@@ -131,7 +131,7 @@ def make_step(gradients, tokens_of, parameters, optimizer, *, clip: float, set_l
         loss = gradients(batch)
         reported = seen(batch, loss)
         grad_norm = clip_grad_norm_(parameters, clip) if clip else None
-        recorded(set_lr)()
+        set_lr()
         optimizer.step()
         if scheduler is not None:
             scheduler.step()

@@ -239,9 +239,9 @@ class Trainer(Run):
     def build_step(self):
         """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the gradient norm
         clipped at --clip; a NaN loss stops it, the ranks' gradients are averaged (data parallel), a loss
-        far above its start stops it, and the lr cools down (cool_down) at the ranks' mean time. With
-        --compile the whole update is one plan (transformer.plugins.compiled; the batches that skip
-        <pad> rows, with_rows, share one plan, the others have one a shape)."""
+        far above its start stops it, and the lr cools down (cool_down) at the ranks' mean time. Unless
+        --no-compile the whole update is one plan (transformer.plugins.compiled): the right-padded
+        batches, which skip their <pad> rows (with_rows), share it, whatever their shapes."""
         cfg = self.cfg
         compile = compiling(self, prepare=self.with_rows, any_shape=True) if cfg.compile else None
         return make_step(forward_backward(self.loss_of, self.optimizer), self.tokens_of, self.model.parameters(),

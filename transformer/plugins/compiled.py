@@ -60,13 +60,6 @@ class CompiledGradients:
                 f"capture(s){joined}, {s['fallbacks']} fallback(s) to eager)")
 
 
-def plan_key(arguments: tuple) -> tuple:
-    """What a batch's plan is keyed by: its arrays' shapes and dtypes (in tuples too), and its other
-    arguments' values."""
-    return tuple(plan_key(a) if isinstance(a, tuple) else (a.shape, a.dtype.str) if hasattr(a, "dtype") else a
-                 for a in arguments)
-
-
 def describe_step(compiled: CompiledGradients | None) -> str:
     """The run's step, for its printout: compiled (and what the compiler did) or eager."""
     return compiled.describe() if compiled is not None else "eager (--compile or TINYGRAD_LITE_COMPILE=1 compiles it)"
