@@ -21,20 +21,21 @@ def with_dropout(model, dropout, seed: int = 0):
     def forward(self, x):
         mask = np.asarray(dropout(np.ones(x.shape), self.p, self.training, rng), dtype=x.dtype)
         return x * Tensor(mask)
-    yours = type("YourDropout", (Dropout,), {"forward": forward})
-    for module in model.modules():
-        if isinstance(module, Dropout):
-            module.__class__ = yours
-    return model
+    return _yours(model, Dropout, forward=forward)
 
 
 def with_table(model, table):
     """The positional encoding of `model` adds your table(length, d_model) in place of the project's."""
     def rows(self, length):
         return np.asarray(table(length, self.d_model), dtype=np.float64)
-    yours = type("YourPositionalEncoding", (PositionalEncoding,), {"table": rows})
+    return _yours(model, PositionalEncoding, table=rows)
+
+
+def _yours(model, kind, **methods):
+    """`model` with every `kind` module of it made a "Your<kind>" subclass whose `methods` replace kind's."""
+    yours = type(f"Your{kind.__name__}", (kind,), methods)
     for module in model.modules():
-        if isinstance(module, PositionalEncoding):
+        if isinstance(module, kind):
             module.__class__ = yours
     return model
 
