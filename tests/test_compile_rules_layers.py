@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tinygrad_lite as tl
-from tinygrad_lite import Tensor, fast
+from tinygrad_lite import Tensor
 from tinygrad_lite.compiler.rules import SWITCHES
 from transformer.decoder import DecoderLayer
 from transformer.encoder import EncoderLayer
@@ -36,9 +36,8 @@ def test_an_encoder_and_a_decoder_layer_fuse_and_agree_with_eager(dtype, norm_fi
     decoder = DecoderLayer(8, 2, 16, 0.2, norm_first, dtype=dtype)
 
     def step(x, y, src, tgt):
-        with fast.tricks_off(*SWITCHES):  # the boxes plain: the rules, switched on at the call, fuse them
-            memory = encoder(x, padding_mask(src))
-            out = decoder(y, memory, padding_mask(src), target_mask(tgt))
+        memory = encoder(x, padding_mask(src))  # the boxes are plain: the rules, switched on at the call, fuse them
+        out = decoder(y, memory, padding_mask(src), target_mask(tgt))
         loss = (out * out).mean()
         loss.backward()
         return loss
