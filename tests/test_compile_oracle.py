@@ -14,8 +14,9 @@ random stream, dropout on:
   1e-5 (worst tensor) after 1 step, 1e-3 after 5, 2.4e-2 after 20 (LayerNorm biases; median 1.4e-3).
 
 The masks agree wherever both sides draw: with P_drop = 0.1, one differing mask would move a weight by
-a full step, far outside these bounds. The translator's compiled step takes the padded forward (a plan
-cannot branch on how much of a batch is <pad>: TRICKS.skip_padding off), as its plain step does."""
+a full step, far outside these bounds. The translator's batches are padded, so its compiled step runs
+rule skip_padding (the position-wise ops on the rows that matter only, dropout drawn there only) against
+the plain step's padded forward; run() asserts that the rule ran."""
 import numpy as np
 import pytest
 from training_steps import training_step
@@ -80,12 +81,14 @@ def run(build, config: str, compiled: bool, steps: int, dtype):
             first_grads = {n: p.grad.copy() for n, p in zip(names, params)}
     if compiled:
         assert stepper.captures == 1 and not stepper.fallbacks, (stepper.captures, stepper.fallbacks)
+        ran = [r.fn.__name__ for plan in stepper.plans.values() for r in plan.records if r is not None]
+        rules_on = fast.TRICKS.skip_padding and fast.TRICKS.fused_attention  # TINYGRAD_LITE_FAST=0: all off
+        assert (rules_on and build is translator) == ("fused_attention_rows_op" in ran), "skip_padding ran iff padded"
     return loss, first_grads, {n: p.data.copy() for n, p in zip(names, params)}
 
 
 def compiled_and_plain(build, config: str, steps: int = 1, dtype=np.float32):
-    with fast.tricks_off("skip_padding"):
-        compiled = run(build, config, True, steps, dtype)
+    compiled = run(build, config, True, steps, dtype)
     with fast.plain():
         plain = run(build, config, False, steps, dtype)
     return compiled, plain

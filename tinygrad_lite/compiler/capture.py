@@ -18,7 +18,8 @@ import numpy as np
 
 from ..autograd import current_scope, retains_all_grads, toposort
 from .rules import Defer, Fuse, Ran, Record
-from .traced import CompileError, Input, Traced, plain, step_site, traced
+from .rules.skip_padding import kept_rows, row_version
+from .traced import CompileError, Input, Rows, Traced, plain, step_site, traced
 
 
 class Pending:
@@ -49,8 +50,10 @@ for _name in ("__float__", "__int__", "__bool__", "__index__", "__add__", "__rad
 class Capture:
     """The program of one step, written while the step runs once (see the module docstring)."""
 
-    def __init__(self, rewrites: dict | None = None):
+    def __init__(self, rewrites: dict | None = None, rows=None):
         self.rewrites = rewrites or {}  # op index -> rules.Defer or rules.Fuse (from a first capture)
+        self.rows = rows                # rules.skip_padding.Rows: the ops that run on a padded batch's kept rows
+        self.spaces: dict = {}          # its space -> (kept, rows) stand-ins, and the masks and targets seen
         self.records: list = []         # rules.Record of each op, by index (None where deferred)
         self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
         self.deferred: dict = {}        # op index -> rules.Ran of a deferred op (its placeholder, out)
@@ -69,6 +72,7 @@ class Capture:
         self.grads_before: dict = {}    # id(leaf) -> (leaf, .grad before the capture), put back after it
         self.grad_seen: dict = {}       # id(leaf) -> its .grad when an op first read the leaf
         self.keep: list = []            # what the ids above refer to, kept alive
+        self.late: list[str] = []       # prologue lines that need the spaces' rows (finish_rows)
         self.count = 0
         self._scope = None
 
@@ -145,6 +149,9 @@ class Capture:
         elif any(id(p) in self.placeholders for p in parents):
             raise CompileError(f"compile: op '{op}' at {step_site()} reads the output of an op a rule fused away; "
                                "the step ran other ops than at its first capture")
+        at_rows = None if self.rows is None else self.rows.ops.get(index)
+        if at_rows is not None:
+            fn, args = self._at_rows(at_rows, fn, op, args)
         self.records.append(Record(fn, op, tuple(self.made_by.get(id(p)) for p in parents), args, None, None,
                                    leaves=tuple(None if id(p) in self.made_by else p for p in parents)))
         for p in parents:
@@ -153,7 +160,8 @@ class Capture:
         inputs = [self.var_of(p) for p in parents]
         arguments = [self.argument(a, op) for a in args]
         data, backward = fn(*[plain(p.data) for p in parents], *[v for _, v in arguments])
-        out = Tensor._node(traced(data), op, parents, backward)
+        rows = at_rows is not None and at_rows[0] != "loss"
+        out = Tensor._node(Rows(data, self.rows.shapes[index]) if rows else traced(data), op, parents, backward)
         self.records[index].shape, self.records[index].dtype = out.data.shape, out.data.dtype
         self.made_by[id(out)] = index
         var, back = self.new(), self.new("b")
@@ -205,6 +213,58 @@ class Capture:
             self.prologue.append(f"if not np.array_equal({self.var_of(leaf)}, {self.const(value)}): "
                                  "return FALLBACK")
         return fused.fn, fused.op, fused.parents, fused.args
+
+    # ------------------------------------------------------------ skip_padding: ops on kept rows
+
+    def _at_rows(self, kind: tuple, fn, op: str, args: tuple) -> tuple:
+        """(fn, args) of a region op on its kept rows (rules/skip_padding.py); notes the masks and targets
+        that decide a space's rows, from which the plan finds them at each replay."""
+        if kind[0] == "attention":
+            self._space(kind[1][1])[2].append(self.argument(args[0], op))
+        if kind[0] == "loss":
+            self._space(kind[1])[3].append((*self.argument(args[0], op), args[2]))
+        if kind[0] == "entry":
+            self._space(kind[1])[4] = self.argument(args[0], op)
+        return row_version(kind, fn, args, lambda s: self._space(s)[:2], lambda s, a: self._gathered(s, a, op))
+
+    def _space(self, s: int) -> list:
+        """[kept, rows, masks, targets, ids] of space s: stand-ins of its (B, T) kept grid and their flat rows,
+        found from the first captures' values (the same inputs) and defined in the prologue by finish_rows;
+        the (expression, value) of each mask on its keys, of each target array with its ignore_index, and
+        of the ids its embedding reads."""
+        if s not in self.spaces:
+            kept = self.rows.spaces[s].kept
+            stand_ins = [Input(a, self, self.new()) for a in (kept, np.flatnonzero(kept))]
+            for x in stand_ins:
+                self.arrays[id(x)] = x.var
+                self.keep.append(x)
+            self.spaces[s] = stand_ins + [[], [], None]
+        return self.spaces[s]
+
+    def _gathered(self, s: int, value, op: str) -> Input:
+        """An id or target array (B, T) or (B·T,) at space s's rows, (n,): computed in the prologue."""
+        expression, array = self.argument(value, op)
+        rows = self._space(s)[1]
+        out = Input(np.take(array, rows.array), self, self.new())
+        self.arrays[id(out)] = out.var
+        self.keep.append(out)
+        self.late.append(f"{out.var} = np.take({expression}, {rows.var})")
+        return out
+
+    def finish_rows(self):
+        """The prologue's lines that find each space's rows from the step's masks and targets, then take the
+        ids and targets there; the first captures' rows must be what these find (the same inputs)."""
+        lines = []
+        for s, (kept, rows, masks, targets, ids) in self.spaces.items():
+            found = kept_rows(ids[1], tuple(m for _, m in masks), tuple((t, ignore) for _, t, ignore in targets))
+            if not np.array_equal(found, kept.array):
+                raise CompileError("compile: rule skip_padding found other rows than at the step's first capture; "
+                                   "the step ran other ops than there")
+            mask_list = "".join(f"{e}, " for e, _ in masks)
+            target_list = "".join(f"({e}, {self.const(ignore)}), " for e, _, ignore in targets)
+            lines.append(f"{kept.var} = {self.const(kept_rows)}({ids[0]}, ({mask_list}), ({target_list}))")
+            lines.append(f"{rows.var} = np.flatnonzero({kept.var})")
+        self.prologue += lines + self.late
 
     def numpy(self, func, args, kwargs) -> Input:
         """NumPy's `func` on step inputs (traced.Input): computed now, and noted in the prologue."""

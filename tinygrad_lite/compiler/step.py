@@ -88,13 +88,19 @@ class CompiledStep:
 
     def capture(self, args: tuple) -> Plan:
         """Run fn dry on args and return its plan (nothing the step changes is changed): once to
-        record its ops, and once more with what the rewrite rules fuse, if they fuse anything. The rules
-        are those switched on now, at the call (the signature's switches), whatever the step switches."""
+        record its ops, once more with what the rewrite rules fuse, if they fuse anything, and once more
+        on a padded batch's kept rows, if rule skip_padding finds them. The rules are those switched on
+        now, at the call (the signature's switches), whatever the step switches."""
         switched_on = rules.switched_on()
+        skip = fast.TRICKS.skip_padding
         capture = self._capture(args, Capture())
         rewrites = rules.find(capture.records, switched_on)
         if rewrites:
             capture = self._capture(args, Capture(rewrites))
+            capture.check_rewrites()
+        rows = rules.SKIP_PADDING.find(capture.records) if skip else None
+        if rows is not None:
+            capture = self._capture(args, Capture(rewrites, rows))
             capture.check_rewrites()
         self.captures += 1
         return Plan(capture, capture.result)
@@ -112,6 +118,8 @@ class CompiledStep:
             with capturing(capture):
                 result = self.fn(*[a if _is_tensor(a) else v for a, v in zip(args, views)])
                 capture.result = capture.output(result)
+                if capture.rows is not None:
+                    capture.finish_rows()
         finally:
             random.set_rng_state(rng_state)
             capture.restore()

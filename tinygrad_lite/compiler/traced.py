@@ -92,6 +92,23 @@ for _name in ("__getitem__", "__setitem__", "__iter__", "__float__", "__int__", 
 Traced.__hash__ = object.__hash__
 
 
+class Rows(Traced):
+    """An op's output at a padded batch's kept rows (compiler/rules/skip_padding.py): it holds (n, ...) and
+    tells the padded shape (B, T, ...) that the step's own code expects."""
+
+    __slots__ = ("padded",)
+
+    def __init__(self, array, padded: tuple):
+        self.array, self.padded = array, tuple(padded)
+
+    shape = property(lambda self: self.padded)
+    ndim = property(lambda self: len(self.padded))
+    size = property(lambda self: int(np.prod(self.padded)))
+
+    def __len__(self):
+        return self.padded[0]
+
+
 def traced(array) -> Traced:
     """`array` (an ndarray or a NumPy scalar) behind a Traced stand-in."""
     return Traced(array)

@@ -8,7 +8,8 @@ instead (tinygrad_lite.dispatch). It adds the gamma word by word (the same sums 
 scratch block of BLOCK words, then compares the block's lanes, both loops SIMD: ~0.3 ns an entry
 against ~1 ns for NumPy's PCG64 raw words and a compare. Both give the same bits
 (tests/test_dropout_kernel.py). The caller (ops.nn.dropout_keep_mask) draws the seed from the
-engine's rng and picks bits and threshold.
+engine's rng and picks bits and threshold. keep_rows_from_seed_numba is the twin of the same mask's
+rows of a padded tensor (compiler/rules/skip_padding.py, keep_rows_from_seed): only their words.
 """
 import numpy as np
 
@@ -41,7 +42,22 @@ def _numba_kernels(numba):
             for k in range(block.size):
                 block[k] = lanes[k] >= threshold
 
-    return keep_mask
+    @numba.njit(cache=True)
+    def keep_rows(seed, threshold, rows, width, words, lanes, out):
+        per_word = lanes.size // words.size
+        for i in range(rows.size):
+            first = rows[i] * width
+            w0 = first // per_word
+            z = seed + np.uint64(w0) * GAMMA
+            for w in range((first + width - 1) // per_word - w0 + 1):
+                z += GAMMA
+                words[w] = splitmix64_mix(z)
+            row = lanes[first - w0 * per_word:first - w0 * per_word + width]
+            block = out[i * width:(i + 1) * width]
+            for j in range(width):
+                block[j] = row[j] >= threshold
+
+    return keep_mask, keep_rows
 
 
 def keep_mask_from_seed_numba(seed, count, bits, threshold):
@@ -51,6 +67,19 @@ def keep_mask_from_seed_numba(seed, count, bits, threshold):
     out = np.empty(count, np.bool_)
     if count:
         words = np.empty(BLOCK, np.uint64)
-        _numba_kernels()(np.uint64(seed), dtype(threshold), words, words.view(dtype), out)
+        _numba_kernels()[0](np.uint64(seed), dtype(threshold), words, words.view(dtype), out)
+    return out
+
+
+def keep_rows_from_seed_numba(seed, rows, width, bits, threshold):
+    """bool (len(rows), width): the lanes at rows of a padded (rows, width) mask (Numba kernel, a row's
+    words into a scratch array, then its lanes compared)."""
+    assert bits in LANE_DTYPES and 0 <= threshold < 2 ** bits, (bits, threshold)
+    dtype = LANE_DTYPES[bits]
+    out = np.empty((len(rows), width), np.bool_)
+    if out.size:
+        words = np.empty(width * bits // 64 + 2, np.uint64)
+        _numba_kernels()[1](np.uint64(seed), dtype(threshold), np.ascontiguousarray(rows, np.int64), width, words,
+                            words.view(dtype), out.reshape(-1))
     return out
 

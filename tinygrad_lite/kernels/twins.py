@@ -13,6 +13,7 @@ TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of it
     "cross_entropy_backward": "cross_entropy:cross_entropy_backward_numba",
     "adam_update": "adam:adam_update_numba",
     "keep_mask_from_seed": "dropout:keep_mask_from_seed_numba",
+    "keep_rows_from_seed": "dropout:keep_rows_from_seed_numba",
     "embedding_backward": "embedding:embedding_backward_numba",
     "linear_product": "panels:linear_product_numba",
 }

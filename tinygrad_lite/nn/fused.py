@@ -37,12 +37,17 @@ def linear_relu_dropout(x, weight: Tensor, bias: Tensor | None = None, p: float 
 
 
 def linear_relu_dropout_op(x, w, b, p, training, needs):
+    keep = dropout_keep_mask(x.shape[:-1] + (w.shape[0],), p) if training and p > 0 else None
+    return linear_relu_keep_op(x, w, b, keep, x.dtype.type(1.0 / (1.0 - p)), needs)
+
+
+def linear_relu_keep_op(x, w, b, keep, scale, needs):
+    """linear_relu_dropout_op with its keep mask given (x's rows, out_features), or None: the mask a
+    compiled step draws at the real tokens only (compiler/rules/skip_padding.py)."""
     n_out, n_in = w.shape
     out_shape = x.shape[:-1] + (n_out,)
     x2 = x.reshape(-1, n_in)
-    keep = dropout_keep_mask(out_shape, p).reshape(-1, n_out) if training and p > 0 else None
-    scale = x.dtype.type(1.0 / (1.0 - p))
-    h = K.bias_relu_dropout_(_product(x2, w.T), b, keep, scale)
+    h = K.bias_relu_dropout_(_product(x2, w.T), b, None if keep is None else keep.reshape(-1, n_out), scale)
 
     def backward(g):
         return _linear_grads(K.relu_dropout_backward(g.reshape(-1, n_out), h, scale), x, x2, w, b, needs)
@@ -67,7 +72,11 @@ def add_dropout(x: Tensor, s: Tensor, p: float = 0.0, training: bool = True) -> 
 
 def add_dropout_op(x, s, p, training, s_needs_grad):
     keep = dropout_keep_mask(s.shape, p) if training and p > 0 else None
-    scale = x.dtype.type(1.0 / (1.0 - p))
+    return add_keep_op(x, s, keep, x.dtype.type(1.0 / (1.0 - p)), s_needs_grad)
+
+
+def add_keep_op(x, s, keep, scale, s_needs_grad):
+    """add_dropout_op with its keep mask (s's shape) given, or None (as linear_relu_keep_op)."""
     out = K.add_dropout(x, s, keep, scale)
     return out, lambda g: (g, K.dropout_backward(g, keep, scale) if s_needs_grad else None)
 

@@ -308,12 +308,18 @@ def dropout_keep_mask(shape, p: float) -> np.ndarray:
     engine's rng seeds a counter-based stream (keep_mask_from_seed), so manual_seed makes dropout
     repeatable. An entry is a 16-bit lane when 16 bits give p to within 1e-4 of itself (p = 0.1
     becomes 0.100006), else a 32-bit lane."""
+    bits, threshold = keep_lanes(p)
+    seed = rng().bit_generator.random_raw()
+    return keep_mask_from_seed(seed, math.prod(shape), bits, threshold).reshape(shape)
+
+
+def keep_lanes(p: float) -> tuple:
+    """(bits, threshold) of dropout_keep_mask's lanes for drop probability p."""
     for bits in (16, 32):
         threshold = min(round(p * 2.0 ** bits), 2 ** bits - 1)
         if abs(threshold - p * 2.0 ** bits) <= 1e-4 * min(p, 1 - p) * 2.0 ** bits:
             break
-    seed = rng().bit_generator.random_raw()
-    return keep_mask_from_seed(seed, math.prod(shape), bits, threshold).reshape(shape)
+    return bits, threshold
 
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's step: 2**64 over the golden ratio, odd
@@ -329,6 +335,19 @@ def keep_mask_from_seed(seed, count, bits, threshold):
     lanes = LANE_DTYPES[bits]
     counters = np.arange(1, -(-count // (64 // bits)) + 1, dtype=np.uint64)
     return splitmix64_mix(counters * GAMMA + np.uint64(seed)).view(lanes)[:count] >= lanes(threshold)
+
+
+@has_twin("keep_rows_from_seed")
+def keep_rows_from_seed(seed, rows, width, bits, threshold):
+    """keep_mask_from_seed's entries at rows `rows` of a (rows, width) mask, (len(rows), width): entry f =
+    rows[i]·width + j is lane f mod L of word f // L + 1 (L = 64 // bits). Any word can be computed
+    alone, so a compiled step draws a padded tensor's mask at its real tokens only, the same bits there
+    (tinygrad_lite/compiler/rules/skip_padding.py)."""
+    per_word = 64 // bits
+    flat = rows[:, None] * width + np.arange(width)                                  # (n, width)
+    words = splitmix64_mix((flat // per_word + 1).astype(np.uint64) * GAMMA + np.uint64(seed))
+    lanes = (words >> (flat % per_word * bits).astype(np.uint64)) & np.uint64(2 ** bits - 1)
+    return lanes >= threshold
 
 
 def splitmix64_mix(z):

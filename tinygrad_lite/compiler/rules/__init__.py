@@ -20,11 +20,13 @@ from .add_dropout import AddDropout
 from .attention import Attention
 from .linear_relu_dropout import LinearReluDropout
 from .pattern import Defer, Fuse, Fused, Ran, Record, is_group
+from .skip_padding import SkipPadding
 
 RULES = (Attention(), LinearReluDropout(), AddDropout())  # an op goes to the first rule that matches it
-SWITCHES = tuple(sorted({rule.switch for rule in RULES}))  # their names in fast.TRICKS: all off, a plan runs plain ops
+SKIP_PADDING = SkipPadding()  # after them: the position-wise ops of a padded batch on its kept rows
+SWITCHES = tuple(sorted({rule.switch for rule in (*RULES, SKIP_PADDING)}))  # in fast.TRICKS: all off, plain ops
 
-__all__ = ["RULES", "SWITCHES", "Defer", "Fuse", "Fused", "Ran", "Record", "find", "switched_on"]
+__all__ = ["RULES", "SKIP_PADDING", "SWITCHES", "Defer", "Fuse", "Fused", "Ran", "Record", "find", "switched_on"]
 
 
 def switched_on() -> tuple:
