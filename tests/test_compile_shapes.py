@@ -123,3 +123,71 @@ def test_a_tuple_argument_holds_arrays_not_tensors():
     with pytest.raises(CompileError, match="compile: argument 0 is a tuple holding a Tensor; pass Tensors as "
                                            "arguments of their own"):
         step((Tensor(np.ones(3)), np.ones(2)))
+
+
+TABLE = np.random.default_rng(9).standard_normal((64, 3)).astype(np.float32)  # a table read by its first n rows
+
+
+def table_step(weight: nn.Linear, from_end: bool = False):
+    """A step whose constants grow with the shape: x (n, 3) plus the table's first n rows (as a positional
+    encoding is added), then a lower-triangular (n, n) mask that mixes the rows (a causal mask); with
+    `from_end`, the table's last n rows, whose first rows are not the shorter ones'."""
+    def step(x):
+        n = x.shape[0]
+        rows = TABLE[len(TABLE) - n:] if from_end else TABLE[:n]
+        causal = Tensor(np.tril(np.ones((n, n), np.float32)))
+        h = weight(Tensor(x) + Tensor(rows))
+        loss = (causal @ h * h).sum()
+        loss.backward()
+        return loss
+    return step
+
+
+def test_constants_that_grow_with_a_shape_are_sliced_from_the_largest_seen():
+    tl.manual_seed(0)
+    layer = nn.Linear(3, 2)
+    compiled, eager = compile(table_step(layer), any_shape=True), table_step(layer)
+    r = np.random.default_rng(1)
+    for n in (6, 9, 4, 9, 12, 3, 7):
+        x = r.standard_normal((n, 3)).astype(np.float32)
+        layer.weight.grad = None
+        got, grad = compiled(x).data.copy(), layer.weight.grad.copy()
+        layer.weight.grad = None
+        np.testing.assert_array_equal(got, eager(x).data)
+        np.testing.assert_array_equal(grad, layer.weight.grad)
+    assert compiled.captures == 3 and compiled.joined == 2 and len(compiled.plans) == 1  # 6; 9 (grew); 12 (grew)
+    assert compiled.serves(np.ones((11, 3), np.float32)) and not compiled.serves(np.ones((13, 3), np.float32))
+
+
+def test_constants_that_change_otherwise_keep_a_plan_per_shape():
+    tl.manual_seed(0)
+    layer = nn.Linear(3, 2)
+    compiled, eager = compile(table_step(layer, from_end=True), any_shape=True), table_step(layer, from_end=True)
+    r = np.random.default_rng(1)
+    for n in (6, 9, 4):
+        x = r.standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_array_equal(compiled(x).data, eager(x).data)
+    assert compiled.captures == 3 and compiled.joined == 0
+
+
+def test_a_grown_axis_follows_the_dims_that_keep_moving_with_it():
+    """Two inputs (m, 3) and (n, 3) whose lengths move together at first: the table's rows bind to both, and
+    a call where they part is captured, after which only n binds them: also where n is the first capture's,
+    so that the table is the same as there and only m moved."""
+    tl.manual_seed(0)
+    layer = nn.Linear(3, 2)
+
+    def step(y, x):
+        loss = (layer(Tensor(x + TABLE[:x.shape[0]])).sum() + Tensor(y).sum())  # an array constant, added to an input
+        loss.backward()
+        return loss
+    compiled = compile(step, any_shape=True)
+    r = np.random.default_rng(2)
+    for m, n in ((5, 5), (8, 8), (7, 5), (3, 6), (9, 4), (2, 7)):
+        y, x = (r.standard_normal((k, 3)).astype(np.float32) for k in (m, n))
+        layer.weight.grad = None
+        got = compiled(y, x).data.copy()
+        np.testing.assert_allclose(got, step(y, x).data, rtol=1e-6)
+    family = next(iter(compiled.shared.families.values()))
+    assert {j for pairs in family.bound.values() for j, _ in pairs} == {2}  # x's rows, not y's
+    assert compiled.captures == 3

@@ -289,12 +289,6 @@ def test_the_textbook_path_holds_no_machinery():
     assert not offenders
 
 
-# Reading-path files that still import machinery (kernels, fast paths), until the compiler matches what they
-# ask for in the plain program (issue 45): the test fails on an entry that no longer does, so this only shrinks.
-STILL_IMPORTING_MACHINERY = {
-    "transformer/train.py",  # transformer.fast.skip_padding: the rows forward, chosen per batch
-}
-
 
 def reading_path_identifiers(path: str) -> set:
     """The names a reading-path file uses: variables, arguments, keyword arguments and imports."""
@@ -321,8 +315,7 @@ def test_no_file_on_the_reading_path_imports_kernels_or_fast_paths():
     """A faster twin of one op is reached through dispatch (`@has_twin`), never imported (issue 45)."""
     importing = {path for path, _ in reading_path() for module, names in imported_modules(ROOT / path)
                  if module.startswith(MACHINERY_MODULES) or {"kernels", "fast", "TRICKS"} & set(names)}
-    assert importing - STILL_IMPORTING_MACHINERY == set(), "a new import of machinery on the reading path"
-    assert STILL_IMPORTING_MACHINERY - importing == set(), "no machinery there any more: remove it from the list"
+    assert importing == set(), "machinery imported on the reading path"
 
 
 def test_no_file_on_the_reading_path_imports_the_step_compiler():

@@ -1,5 +1,6 @@
-"""skip_padding (tinygrad_lite/fast.py): the position-wise layers on a batch's real tokens only
-(transformer/fast/skip_padding.py, fused_ops.unpad / fused_ops.repad) against the plain padded forward, its oracle."""
+"""skip_padding for a step run op by op (transformer/plugins/real_rows.py): the position-wise layers on a
+batch's real tokens only (transformer/fast/skip_padding.py, fused_ops.unpad / fused_ops.repad) against the
+plain padded forward, its oracle. A compiled step's rule: tests/test_compile_rule_skip_padding.py."""
 import sys
 from pathlib import Path
 
@@ -13,17 +14,12 @@ from tinygrad_lite.gradcheck import gradcheck
 from tinygrad_lite.nn import fused as fused_ops
 from transformer import Transformer, train
 from transformer.fast.skip_padding import forward_real_tokens
+from transformer.plugins import real_rows
 from transformer.positional_encoding import PositionalEncoding
-from transformer.train import teacher_forcing_loss as loss_on_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing):
-    """The translator's training loss as its trainer runs it: TRICKS.skip_padding's choice of rows
-    (rows_to_skip_padding, made from the batch), then teacher_forcing_loss."""
-    rows = train.rows_to_skip_padding(src, tgt_in, tgt_out, PAD)
-    return loss_on_rows(model, src, tgt_in, tgt_out, label_smoothing, rows)
+teacher_forcing_loss = real_rows.on_real_rows(train.teacher_forcing_loss)  # the translator's loss when eager:
+# TRICKS.skip_padding's choice of rows (rows_to_skip_padding, made from the batch), then forward_real_tokens
 PAD = 0
 
 
@@ -138,8 +134,8 @@ def test_float32_attention_reads_the_real_rows_in_place_and_matches_the_padded_f
 def test_the_trick_fires_only_when_switched_on(monkeypatch):
     model, src, tgt = model_and_batch()
     calls = []
-    original = train.forward_real_tokens
-    monkeypatch.setattr(train, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
+    original = real_rows.forward_real_tokens
+    monkeypatch.setattr(real_rows, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
     with fast.tricks_on("skip_padding"):
         teacher_forcing_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.0)
     with fast.tricks_off("skip_padding"):
@@ -207,8 +203,8 @@ def test_every_right_padded_batch_takes_the_rows_and_no_other(monkeypatch):
     model, _, _ = model_and_batch()
     rng = np.random.default_rng(4)
     calls = []
-    original = train.forward_real_tokens
-    monkeypatch.setattr(train, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
+    original = real_rows.forward_real_tokens
+    monkeypatch.setattr(real_rows, "forward_real_tokens", lambda *a: calls.append(1) or original(*a))
     src = rng.integers(1, 23, size=(5, 10))
     tgt = rng.integers(1, 29, size=(5, 11))
     src[-1, -1] = PAD                      # one <pad> in 105 positions

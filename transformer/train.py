@@ -41,7 +41,6 @@ from .data import (
     make_batches,
 )
 from .evaluation import evaluate_translations
-from .fast.skip_padding import forward_real_tokens, rows_to_skip_padding
 from .loop import Run, forward_backward, make_step, train
 from .model import Transformer
 from .plugins.averaging import WeightAverage
@@ -49,6 +48,7 @@ from .plugins.compiled import compiling
 from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
+from .plugins.real_rows import on_real_rows
 from .plugins.report import EVENTS_FILE, TrainingReport
 from .plugins.time_limit import TimeLimit, cool_down
 from .time_budget import TimeBudget
@@ -84,35 +84,29 @@ def scaled_lr(cfg: TrainConfig, ranks: int) -> float:
     return cfg.lr * factors[cfg.lr_scaling]
 
 
-def batch_loss(model, batch, label_smoothing: float) -> tuple[Tensor, int]:
+def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) -> Tensor:
+    """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
+    (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids. A compiled
+    step runs it on the rows that matter only (rule skip_padding); an eager one on_real_rows."""
+    logits = model(src, tgt_in)                                          # (B, T, V)
+    return cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD,
+                         label_smoothing=label_smoothing)
+
+
+def batch_loss(model, batch, label_smoothing: float, loss=teacher_forcing_loss) -> tuple[Tensor, int]:
     """Teacher forcing: the decoder reads <bos> y1..y_{n-1} and predicts y1..y_n <eos>."""
     tgt_in, tgt_out = batch.tgt[:, :-1], batch.tgt[:, 1:]
-    rows = rows_to_skip_padding(batch.src, tgt_in, tgt_out, PAD)
-    return teacher_forcing_loss(model, batch.src, tgt_in, tgt_out, label_smoothing, rows), int((tgt_out != PAD).sum())
-
-
-def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float, rows=None) -> Tensor:
-    """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
-    (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids. With `rows`,
-    the real tokens' rows from rows_to_skip_padding, the position-wise layers run on them only
-    (transformer/fast/skip_padding.py): the same loss."""
-    if rows is not None:
-        logits, positions = forward_real_tokens(model, src, tgt_in, rows)   # (n, V)
-        targets = np.take(tgt_out, positions)
-    else:
-        logits = model(src, tgt_in)                                      # (B, T, V)
-        logits, targets = logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1)
-    return cross_entropy(logits, targets, ignore_index=PAD, label_smoothing=label_smoothing)
+    return loss(model, batch.src, tgt_in, tgt_out, label_smoothing), int((tgt_out != PAD).sum())
 
 
 @no_grad()
-def evaluate_loss(model, data: Dataset, split: str, max_tokens: int) -> float:
+def evaluate_loss(model, data: Dataset, split: str, max_tokens: int, loss=on_real_rows(teacher_forcing_loss)) -> float:
     model.eval()
     src, tgt = data.ids[split]
     total, tokens = 0.0, 0
     for batch in make_batches(src, tgt, max(max_tokens, 3000), shuffle=False):
-        loss, n = batch_loss(model, batch, 0.0)
-        total += loss.item() * n
+        loss_value, n = batch_loss(model, batch, 0.0, loss)
+        total += loss_value.item() * n
         tokens += n
     model.train()
     return total / max(tokens, 1)
@@ -212,23 +206,15 @@ class Trainer(Run):
 
     # ------------------------------------------------------------ the step and the loop
     def loss_of(self, batch) -> Tensor:
-        """Teacher forcing on a batch (src, tgt), or (src, tgt, rows) with its rows_to_skip_padding
-        already chosen (a compiled step's key): batch_loss's loss."""
-        src, tgt, *chosen = batch
-        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-        rows = chosen[0] if chosen else rows_to_skip_padding(src, tgt_in, tgt_out, PAD)
-        return teacher_forcing_loss(self.model, src, tgt_in, tgt_out, self.cfg.label_smoothing, rows)
-
-    @staticmethod
-    def with_rows(batch) -> tuple:
-        """(src, tgt, rows): the batch and its rows_to_skip_padding, found before a compiled step, which
-        takes them as inputs (one plan serves every shape and count, compile's any_shape)."""
+        """Teacher forcing on a batch (src, tgt): batch_loss's loss, on the real tokens' rows when the step
+        is not compiled (on_real_rows; a compiled step finds the rows itself)."""
         src, tgt = batch
-        return src, tgt, rows_to_skip_padding(src, tgt[:, :-1], tgt[:, 1:], PAD)
+        loss = teacher_forcing_loss if self.cfg.compile else on_real_rows(teacher_forcing_loss)
+        return loss(self.model, src, tgt[:, :-1], tgt[:, 1:], self.cfg.label_smoothing)
 
     @staticmethod
     def tokens_of(batch) -> int:
-        """The target tokens of a batch (src, tgt) or (src, tgt, rows) (batch_loss's count)."""
+        """The target tokens of a batch (src, tgt) (batch_loss's count)."""
         tgt = batch[1]
         return int((tgt[:, 1:] != PAD).sum())
 
@@ -240,10 +226,10 @@ class Trainer(Run):
         """The loop's step (transformer.loop.make_step): Adam on the Noam schedule, the gradient norm
         clipped at --clip; a NaN loss stops it, the ranks' gradients are averaged (data parallel), a loss
         far above its start stops it, and the lr cools down (cool_down) at the ranks' mean time. Unless
-        --no-compile the whole update is one plan (transformer.plugins.compiled): the right-padded
-        batches, which skip their <pad> rows (with_rows), share it, whatever their shapes."""
+        --no-compile the whole update is one plan (transformer.plugins.compiled), which skips <pad> rows
+        (rule skip_padding) and serves the batches of every shape up to the longest seen (any_shape)."""
         cfg = self.cfg
-        compile = compiling(self, prepare=self.with_rows, any_shape=True) if cfg.compile else None
+        compile = compiling(self, any_shape=True) if cfg.compile else None
         return make_step(forward_backward(self.loss_of, self.optimizer), self.tokens_of, self.model.parameters(),
                          self.optimizer, clip=cfg.clip, set_lr=lambda: self.cool_down(self.data_parallel.mean_clock),
                          scheduler=self.scheduler, plugins=[self.nonfinite, self.data_parallel, self.loss_watch],

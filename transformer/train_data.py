@@ -101,10 +101,10 @@ def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
 def widened(batch: Batch, multiple: int = WIDTH) -> Batch:
     """The batch with <pad> columns on the right: src to a multiple of `multiple` columns, tgt to one more
     (so that its teacher-forcing input tgt[:, :-1] is a multiple). The loss ignores <pad> targets, so the
-    batch trains the same sentences, and with skip_padding (the position-wise layers on the real tokens
-    only) the added columns cost little. But batches come in fewer shapes (on the real-data recipe over 8
-    epochs, 422 -> 275), and every right-padded one skips its <pad> rows (skip_padding.rows_to_skip_padding),
-    whose steps share one compiled plan (bench/compile_keys.py; timings in bench/README.md, "Step compiler")."""
+    batch trains the same sentences, and with skip_padding (the position-wise layers on the rows that
+    matter only: the compiler's rule, or transformer/plugins/real_rows.py) the added columns cost little.
+    But batches come in fewer shapes (on the real-data recipe over 8 epochs, 422 -> 275), and the lengths
+    that grow a compiled plan's constants are fewer (tinygrad_lite/compiler/shapes.py; bench/compile_keys.py)."""
     def wide(ids, columns):
         out = np.full((ids.shape[0], columns), PAD, dtype=ids.dtype)
         out[:, :ids.shape[1]] = ids

@@ -6,9 +6,10 @@ function of arrays, Tensor._apply), each backward call and gradient sum, and eac
 optimizer's step, zero_grad, clipping); plan.py turns that into one straight-line function and
 replays it, with no Tensor, graph or check made per op; step.py keys plans by signature and
 captures anew when an assumption breaks; shapes.py lets a plan serve the shapes a second capture
-showed it does not depend on (compile(fn, any_shape=True)); rules/ names groups of plain ops
-(attention, the FFN's linear -> ReLU -> dropout, the residual's x + dropout(s)) that a second capture
-runs as one fused op.
+showed it does not depend on, or on which only constants that grow with them do (compile(fn,
+any_shape=True)); rules/ names groups of plain ops (attention, the FFN's linear -> ReLU -> dropout, the
+residual's x + dropout(s)) that a second capture runs as one fused op, and rules/skip_padding.py the
+rows of a padded batch that a third capture runs the position-wise ops on.
 traced.py refuses a step that reads values into Python while it is captured, which a plan would
 replay wrong.
 """

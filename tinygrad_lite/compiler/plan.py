@@ -8,6 +8,7 @@ shapes, dtypes and requires_grad, and the train/eval mode of every module the st
 """
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import replace
 
@@ -35,6 +36,18 @@ class Plan:
         self.fusions = capture.fusions    # op index -> (rule name, the plain ops' names it replaced)
         self.op_names = [r.op for r in capture.records if r is not None]  # the ops it runs, in order
         self.ops = len(self.op_names)
+
+    def with_constants(self, source: str, constants: dict, leaves: dict) -> Plan:
+        """This plan's program as `source` (the same, its growing constants sliced: shapes.merged), with
+        `constants`; `leaves` maps id(leaf) -> the constant tensor that stands for it now."""
+        plan = copy.copy(self)
+        plan.source, plan.constants = source, constants
+        plan.leaves = [(leaves[id(t)], leaves[id(t)].data.shape, *rest) if id(t) in leaves else (t, shape, *rest)
+                       for t, shape, *rest in self.leaves]
+        namespace = dict(constants, np=np, FALLBACK=FALLBACK)
+        exec(compile(source, "<compiled step>", "exec"), namespace)
+        plan.replay = namespace["replay"]
+        return plan
 
     def holds(self) -> bool:
         """Whether the leaves and modules are as captured."""

@@ -26,13 +26,14 @@ def compiling(run, **options):
 class CompiledGradients:
     """`fn(batch)` compiled: the trainers' whole update (make_step's), or any step of a batch. A batch
     reaches the plan as its arrays, `tuple(batch)`, or as `prepare(batch)` (arrays, then values or
-    tuples of arrays found from the batch outside the plan, such as the translator's real rows,
-    rows_to_skip_padding), whose shapes, dtypes and values key the plans; `fn` gets that tuple. A key
+    tuples of arrays found from the batch outside the plan), whose shapes, dtypes and values key the
+    plans; `fn` gets that tuple. A key
     is captured the first time it comes, and the capturing call's results come from its plan (not from
     an eager run, whose unfused ops round differently). With any_shape (the translator, whose batches
     come in many shapes) the keys of one family (the same arrays but for their shapes) share a plan once
-    two captures wrote the same program (tinygrad_lite/compiler/shapes.py): a new key then runs
-    compiled, uncaptured, when a shared plan serves it."""
+    two captures wrote the same program, or one whose constants grow with a shape
+    (tinygrad_lite/compiler/shapes.py): a new key then runs compiled, uncaptured, when a shared plan
+    serves it."""
 
     def __init__(self, fn, prepare=tuple, any_shape: bool = False):
         self.fn, self.prepare = fn, prepare

@@ -7,7 +7,8 @@ and answers groups of ops to fuse (pattern.py); the step is then captured again 
 as the rule's fused op (capture.py). With its switch off, the plain ops run: the rule's test oracle
 (tests/test_compile_rules*.py). The switches are read when the compiled step is called (they are part
 of the plan's signature), not while the step runs: a step may run a box plain inside
-`tricks_off(...)` and still have the rule fuse it.
+`tricks_off(...)` and still have the rule fuse it. One rule is not a group: skip_padding.py reads the
+fused program and names the ops a third capture runs on a padded batch's kept rows.
 
 A rule's "Gain" is its step's time with all rules off over the time with it alone on, the boxes plain
 (`python bench/compiled_step.py --rules --per-rule`: medians of 15 alternating samples, 1 thread, CPU
