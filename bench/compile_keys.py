@@ -1,93 +1,66 @@
-"""How many plans a compiled translator run needs: its batches' compile keys, before and after bucketing.
+"""How many captures a compiled translator run makes: its batches' shapes, and the captures of the one plan
+family they form.
 
     python bench/compile_keys.py --epochs 1 10                     # the built-in corpus
     D=../shared/data/tatoeba-cmn-eng
     python bench/compile_keys.py --data $D/train.txt --dev $D/dev.txt --epochs 1 8   # the real-data recipe
 
 Counts only, no training: the batches `train` makes (its own argument parsing, so the real-data recipe
-applies under --data) and each epoch's shuffle, with TRICKS.skip_padding as the process has it.
+applies under --data), each epoch's shuffle, widened as the trainer widens them (train_data.widened).
 
-"before": the batches as make_batches cuts them, each keyed by its shape and its row counts rounded up
-to 1/64 of the batch (the keys of commit a0d8cfd's compiled step); a key is captured on its second sighting.
-"after": the batches widened (train_data.widened); a batch on the padded forward is keyed by its shape,
-and the batches that skip <pad> rows form one family whose plan serves every shape and row count once two
-captures at different shapes wrote the same program (tinygrad_lite/compiler/shapes.py). Its captures are
-counted as CompiledGradients makes them, assuming the programs agree (tests/test_compile_shapes.py and a
-run's own summary line check that).
+The trainer's step is the plain padded forward, compiled with any_shape (tinygrad_lite/compiler/shapes.py):
+its program depends on a batch's shape only through three constants that grow with it, each a leading
+slice of the longer one (the positional table's S and T rows, the causal mask (T, T)). A batch is captured
+when the family's plan does not serve it: a dim it has not seen vary, or a length past the largest
+captured, or bound dims that disagree (the table's rows may follow S or T+1 until two captures tell them
+apart). `captures` replays that rule on the batches' dims; a run's summary line reports its own count.
 """
 from __future__ import annotations
 
 import argparse
-from collections import Counter
-
-import numpy as np
 
 
 def batches_of(argv: list, epochs: int) -> list:
-    """The (unwidened) batches of the first `epochs` epochs of `python -m transformer train ARGV`."""
+    """The widened batches of the first `epochs` epochs of `python -m transformer train ARGV`."""
     from transformer.__main__ import build_parser, train_config
-    from transformer.data import make_batches
-    from transformer.train_data import build_dataset
+    from transformer.train_data import build_dataset, epoch_batches
     cfg = train_config(build_parser().parse_args(["train", *argv]))
     data = build_dataset(cfg)
-    src, tgt = data.ids["train"]
-    return [b for epoch in range(epochs) for b in make_batches(
-        src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch, count=cfg.batch_by,
-        pool=cfg.bucket_pool)]
+    return [b for epoch in range(epochs) for b in epoch_batches(data, cfg, epoch)]
 
 
-def skips(batch) -> bool:
-    from transformer.data import PAD
-    from transformer.fast.skip_padding import rows_to_skip_padding
-    return rows_to_skip_padding(batch.src, batch.tgt[:, :-1], batch.tgt[:, 1:], PAD) is not None
+def lengths(dims: tuple) -> dict:
+    """The growing constants' lengths in a batch of dims (B, S, B, T + 1)."""
+    return {"source table": dims[1], "target table": dims[3] - 1, "causal mask": dims[3] - 1}
 
 
-def before(batches: list) -> dict:
-    """Keys as shape and row counts rounded up to 1/64 of the batch's positions."""
-    from transformer.data import PAD
-    keys = Counter()
-    for b in batches:
-        counts = None
-        if skips(b):
-            tgt_in = b.tgt[:, :-1]
-            multiple = -(-max(b.src.size, tgt_in.size) // 64)
-            counts = tuple(min(ids.size, -(-int(np.count_nonzero(ids != PAD)) // multiple) * multiple)
-                           for ids in (b.src, tgt_in))
-        keys[(b.src.shape, b.tgt.shape, counts)] += 1
-    return {"shapes": len({k[:2] for k in keys}), "keys": len(keys), "captures": sum(n >= 2 for n in keys.values())}
+def captures(keys: list) -> int:
+    """The captures shapes.SharedPlans makes of a family whose signatures have these dims."""
+    reference, bound, largest, varied, count = None, {}, {}, set(), 0
 
+    def served(dims) -> bool:
+        bound_dims = {j for pairs in bound.values() for j, _ in pairs}
+        if any(d != r and j not in varied | bound_dims for j, (d, r) in enumerate(zip(dims, reference))):
+            return False
+        return all(len({dims[j] - o for j, o in pairs}) == 1 and dims[min(pairs)[0]] - min(pairs)[1] <= largest[name]
+                   for name, pairs in bound.items())
 
-def after(batches: list) -> dict:
-    """Keys of the widened batches, and the captures CompiledGradients(any_shape=True) makes of them."""
-    from transformer.train_data import widened
-    wide = [widened(b) for b in batches]
-    rows = [(*b.src.shape, *b.tgt.shape) for b in wide if skips(b)]
-    padded = [(*b.src.shape, *b.tgt.shape) for b in wide if not skips(b)]
-    return {"shapes": len({(b.src.shape, b.tgt.shape) for b in wide}), "padded_batches": len(padded),
-            "padded_shapes": len(set(padded)), "rows_batches": len(rows),
-            "captures": captures(rows, shares=True) + captures(padded, shares=False)}
-
-
-def captures(keys: list, shares: bool) -> int:
-    """The captures of one family's keys (their dims) under CompiledGradients' rule: a key that no plan
-    serves is captured, the first time it comes. `shares`: whether its captures write one program (the
-    row-skipping forward) or one per shape (the padded forward's constants)."""
-    plans, reference, free = set(), None, set()
-
-    def served(dims):
-        return dims in plans or reference is not None and all(
-            d == r or i in free for i, (d, r) in enumerate(zip(dims, reference)))
-    count = 0
     for dims in keys:
-        if served(dims):
+        if reference is not None and served(dims):
             continue
         count += 1
         if reference is None:
-            reference = dims
-        elif shares:
-            free.update(i for i, (d, r) in enumerate(zip(dims, reference)) if d != r)
-        else:
-            plans.add(dims)
+            reference, largest = dims, lengths(dims)
+            continue
+        new, old = lengths(dims), lengths(reference)
+        for name, length in new.items():
+            if name in bound:
+                bound[name] = {(j, o) for j, o in bound[name] if dims[j] - o == length}
+            elif length != old[name]:
+                bound[name] = {(j, r - old[name]) for j, (r, d) in enumerate(zip(reference, dims))
+                               if r - old[name] == d - length}
+            largest[name] = max(largest[name], length)
+        varied |= {j for j, (d, r) in enumerate(zip(dims, reference)) if d != r}
     return count
 
 
@@ -95,14 +68,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, nargs="+", default=[1, 10], help="epoch counts to report")
     args, rest = parser.parse_known_args()
-    print("epochs  batches | before: shapes  keys (shape, row counts)  captures | after: shapes  "
-          "padded-forward batches (shapes)  row-skipping batches (1 family)  captures")
+    print("epochs  batches  shapes  captures")
     for epochs in args.epochs:
         batches = batches_of(rest, epochs)
-        b, a = before(batches), after(batches)
-        print(f"{epochs:>6}  {len(batches):>7} | {b['shapes']:>14}  {b['keys']:>24}  {b['captures']:>8} | "
-              f"{a['shapes']:>13}  {a['padded_batches']:>22} ({a['padded_shapes']})  {a['rows_batches']:>31}  "
-              f"{a['captures']:>8}")
+        keys = [(*b.src.shape, *b.tgt.shape) for b in batches]
+        print(f"{epochs:>6}  {len(batches):>7}  {len(set(keys)):>6}  {captures(keys):>8}")
 
 
 if __name__ == "__main__":

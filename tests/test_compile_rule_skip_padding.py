@@ -110,6 +110,20 @@ def test_a_step_that_returns_a_padded_tensor_keeps_the_padded_ops():
     assert logits.shape == (4, 6, 11) and not row_ops(fused)
 
 
+def test_a_loss_that_reads_every_position_keeps_the_padded_ops():
+    """A penalty on the encoder's output at every position, <pad> ones too: no row may be skipped."""
+    net = model(np.float64)
+
+    def step(src, tgt_in, tgt_out):
+        memory = net.encode(src)
+        loss = teacher_forcing_loss(net, src, tgt_in, tgt_out, 0.1) + (memory * memory).mean()
+        loss.backward()
+        return loss
+    out, fused, _ = sides(step, list(net.parameters()), padded_batches("right", count=2), SWITCHES)
+    assert_agree(out, np.float64)
+    assert not row_ops(fused) and plan_of(fused).fusions  # the other rules still fuse
+
+
 @pytest.mark.parametrize("twin", ["formula", "numba"])
 @pytest.mark.parametrize("bits, threshold", [(16, 6554), (16, 0), (16, 65535), (32, 42949673)])
 def test_the_mask_at_rows_is_the_padded_masks_rows(twin, bits, threshold):
@@ -141,3 +155,32 @@ def test_a_space_keeps_its_visible_keys_and_its_counted_targets():
     expected = real | np.array([[0, 0, 1, 0], [0, 0, 0, 1]], dtype=bool)
     np.testing.assert_array_equal(kept_rows(np.zeros((2, 4)), (real[:, None, None, :],), ((targets, 0),)), expected)
     assert kept_rows(np.zeros((2, 4)), (None,), ()).all()  # attention without a mask sees every key
+
+
+def test_one_plan_serves_every_shape_and_bench_compile_keys_counts_its_captures():
+    """The trainer's step on (src, tgt) batches of many shapes: one family, captured again only where a length
+    grows past the largest seen or a dim moves that has not yet; bench/compile_keys.py's count is the step's."""
+    sys.path.insert(0, "bench")
+    from compile_keys import captures
+    net = model(np.float64)
+
+    def step(src, tgt):
+        loss = teacher_forcing_loss(net, src, tgt[:, :-1], tgt[:, 1:], 0.1)
+        loss.backward()
+        return loss
+    compiled = tl.compiler.compile(step, any_shape=True)
+    shapes = [(4, 7, 6), (5, 9, 8), (3, 5, 4), (6, 9, 5), (4, 12, 6), (2, 3, 11), (5, 9, 8), (7, 4, 3), (3, 8, 8)]
+    keys = []
+    for B, S, T in shapes:
+        src, tgt_in, tgt_out = padded_batches("right", B=B, S=S, T=T, count=1)[0]
+        tgt = np.concatenate([tgt_in[:, :1], tgt_out], axis=1)
+        losses = []
+        for run in (compiled, step):
+            for p in net.parameters():
+                p.grad = None
+            tl.manual_seed(B * S * T)
+            losses.append(run(src, tgt).item())
+        assert abs(losses[0] - losses[1]) <= 1e-10 * abs(losses[1])
+        keys.append((B, S, B, T + 1))
+    assert len(compiled.plans) == 1 and compiled.joined == compiled.captures - 1 and not compiled.fallbacks
+    assert compiled.captures == captures(keys) < len(shapes)

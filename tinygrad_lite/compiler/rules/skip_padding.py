@@ -82,13 +82,13 @@ class SkipPadding:
                 return None
             ops[i] = kind
             if kind[0] != "loss":
-                where[i] = (kind[1] if kind[0] != "attention" else kind[1][0], _lead_dims(kind, r, records, where))
-        if not spaces or not all(_only_read_by_region(records, i, ops) for i in where):
+                where[i] = (kind[1] if kind[0] != "attention" else kind[1][0], 1 if kind[0] == "reshape" else kind[2])
+        if not spaces or not _only_read_by_region(records, where, ops):
             return None
         for space in spaces:
             masks = [records[i].args[0] for i in space.masks]
             targets = [(records[i].args[0], records[i].args[2]) for i in space.losses]
-            if any(m is not None and getattr(m, "dtype", None) != np.bool_ for m in masks):
+            if not all(m is None or _key_mask(m, space.ids.shape) for m in masks):
                 return None
             space.kept = kept_rows(space.ids, tuple(_value(m) for m in masks),
                                    tuple((_value(t), ignore) for t, ignore in targets))
@@ -97,6 +97,13 @@ class SkipPadding:
 
 def _value(x):
     return x.array if isinstance(x, Traced) else x
+
+
+def _key_mask(mask, lead: tuple) -> bool:
+    """A bool mask of at most 4 dims whose batch dim is 1 or B and whose last dim is the keys' T."""
+    shape = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
+    return (getattr(mask, "dtype", None) == np.bool_ and len(mask.shape) <= 4 and shape[0] in (1, lead[0])
+            and shape[3] == lead[1])
 
 
 def _kind(records, i, r, inside, where, spaces) -> tuple | None:
@@ -112,8 +119,10 @@ def _kind(records, i, r, inside, where, spaces) -> tuple | None:
         return _attention(records, i, r, where, spaces)
     if records[i].shape[:lead] != rows_of and r.fn not in (reshape_op, cross_entropy_op):
         return None
-    if r.fn in ELEMENTWISE or (r.fn in (linear_op, layer_norm_op) and slot == 0 and not more):
+    if r.fn in ELEMENTWISE or (r.fn is linear_op and slot == 0 and not more):
         return ("as_is", space, lead)
+    if r.fn is layer_norm_op and slot == 0 and not more and len(r.args[0]) <= len(records[j].shape) - lead:
+        return ("as_is", space, lead)  # normalized over trailing dims only
     if r.fn in (dropout_op, linear_relu_dropout_op) and slot == 0:
         return ("drop", space, lead)
     if r.fn is add_dropout_op and len(inside) == 2:
@@ -155,16 +164,14 @@ def _attention(records, i, r, where, spaces) -> tuple | None:
     return ("attention", (where[q][0], where[k][0]), 2)
 
 
-def _lead_dims(kind, r, records, where) -> int:
-    if kind[0] == "reshape":
-        return 1
-    return kind[2]
-
-
-def _only_read_by_region(records, i, ops) -> bool:
-    """Every read of op i's output is by an op of the region (not a step output or a recorded call)."""
-    reads = sum(r.parents.count(i) for k, r in enumerate(records) if r is not None and k in ops)
-    return records[i].uses == reads
+def _only_read_by_region(records, outputs, ops) -> bool:
+    """Every read of each region output is by an op of the region (not a step output or a recorded call)."""
+    reads = dict.fromkeys(outputs, 0)
+    for k in ops:
+        for j in records[k].parents:
+            if j in reads:
+                reads[j] += 1
+    return all(records[i].uses == n for i, n in reads.items())
 
 
 def kept_rows(ids: np.ndarray, masks: tuple, targets: tuple) -> np.ndarray:
