@@ -3,7 +3,6 @@ rewrite rules off the GPT with dropout and the translator on the built-in corpus
 bit for bit; with them on (the default), a run resumed from its checkpoint ends where the uninterrupted
 compiled run ends, since every batch runs from a plan, its capture included. Each compiled run checks that
 plans were replayed, so a step that silently ran eagerly fails."""
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -125,7 +124,8 @@ def test_the_compiled_translator_skips_padding_by_rule_and_agrees_with_the_padde
     full, padded = padded_batches()
     runs, losses = {}, {}
     for compile in (True, False):
-        with contextlib.nullcontext() if compile else fast.tricks_off("skip_padding"):
+        with fast.tricks_on(*RULE_SWITCHES) if compile else fast.tricks_off("skip_padding"):  # as the process has
+            # them otherwise: TINYGRAD_LITE_FAST=0 switches every rule off
             trainer = Trainer(translator_config(tmp_path / str(compile), compile=compile), report=Quiet())
             losses[compile] = [trainer.train_step(batch)[0] for batch in (full, padded) * 3]
         runs[compile] = trainer
