@@ -13,11 +13,14 @@ its program depends on a batch's shape only through three constants that grow wi
 slice of the longer one (the positional table's S and T rows, the causal mask (T, T)). A batch is captured
 when the family's plan does not serve it: a dim it has not seen vary, or a length past the largest
 captured, or bound dims that disagree (the table's rows may follow S or T+1 until two captures tell them
-apart). `captures` replays that rule on the batches' dims; a run's summary line reports its own count.
+apart). `captures` runs the compiler's own SharedPlans on stand-ins of those programs; a run's summary
+line reports its own count.
 """
 from __future__ import annotations
 
 import argparse
+
+import numpy as np
 
 
 def batches_of(argv: list, epochs: int) -> list:
@@ -29,38 +32,39 @@ def batches_of(argv: list, epochs: int) -> list:
     return [b for epoch in range(epochs) for b in epoch_batches(data, cfg, epoch)]
 
 
-def lengths(dims: tuple) -> dict:
-    """The growing constants' lengths in a batch of dims (B, S, B, T + 1)."""
-    return {"source table": dims[1], "target table": dims[3] - 1, "causal mask": dims[3] - 1}
+class Program:
+    """A stand-in for a captured plan of the translator's step at dims (B, S, B, T + 1): its program as
+    tinygrad_lite/compiler/shapes.py compares it, the same source and three constants that grow with the
+    batch (the positional table's S and T rows, the causal mask (T, T))."""
+
+    source = "def replay(ARGS):\n    return c1, c2, c3\n"
+    leaves, modes = [], []
+
+    def __init__(self, constants: dict):
+        self.constants = constants
+
+    @classmethod
+    def at(cls, dims: tuple):
+        S, T = dims[1], dims[3] - 1
+        return cls({"c1": np.zeros((S, 1)), "c2": np.zeros((T, 1)), "c3": np.zeros((1, 1, T, T), bool)})
+
+    def holds(self) -> bool:
+        return True
+
+    def with_constants(self, source: str, constants: dict, leaves: dict):
+        return Program(constants)
 
 
 def captures(keys: list) -> int:
-    """The captures shapes.SharedPlans makes of a family whose signatures have these dims."""
-    reference, bound, largest, varied, count = None, {}, {}, set(), 0
-
-    def served(dims) -> bool:
-        bound_dims = {j for pairs in bound.values() for j, _ in pairs}
-        if any(d != r and j not in varied | bound_dims for j, (d, r) in enumerate(zip(dims, reference))):
-            return False
-        return all(len({dims[j] - o for j, o in pairs}) == 1 and dims[min(pairs)[0]] - min(pairs)[1] <= largest[name]
-                   for name, pairs in bound.items())
-
+    """The captures the compiler's own shapes.SharedPlans makes of the batches with these dims: a batch is
+    captured when no plan it holds serves it."""
+    from tinygrad_lite.compiler.shapes import SharedPlans
+    shared, count = SharedPlans(), 0
     for dims in keys:
-        if reference is not None and served(dims):
-            continue
-        count += 1
-        if reference is None:
-            reference, largest = dims, lengths(dims)
-            continue
-        new, old = lengths(dims), lengths(reference)
-        for name, length in new.items():
-            if name in bound:
-                bound[name] = {(j, o) for j, o in bound[name] if dims[j] - o == length}
-            elif length != old[name]:
-                bound[name] = {(j, r - old[name]) for j, (r, d) in enumerate(zip(reference, dims))
-                               if r - old[name] == d - length}
-            largest[name] = max(largest[name], length)
-        varied |= {j for j, (d, r) in enumerate(zip(dims, reference)) if d != r}
+        key = (tuple(("array", shape, "<i8") for shape in (dims[:2], dims[2:])), True, (), False)
+        if shared.find(key) is None:
+            count += 1
+            shared.add(key, Program.at(dims))
     return count
 
 

@@ -93,6 +93,9 @@ def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) ->
                          label_smoothing=label_smoothing)
 
 
+teacher_forcing_on_real_rows = on_real_rows(teacher_forcing_loss)  # the same loss for a step run op by op
+
+
 def batch_loss(model, batch, label_smoothing: float, loss=teacher_forcing_loss) -> tuple[Tensor, int]:
     """Teacher forcing: the decoder reads <bos> y1..y_{n-1} and predicts y1..y_n <eos>."""
     tgt_in, tgt_out = batch.tgt[:, :-1], batch.tgt[:, 1:]
@@ -100,7 +103,7 @@ def batch_loss(model, batch, label_smoothing: float, loss=teacher_forcing_loss) 
 
 
 @no_grad()
-def evaluate_loss(model, data: Dataset, split: str, max_tokens: int, loss=on_real_rows(teacher_forcing_loss)) -> float:
+def evaluate_loss(model, data: Dataset, split: str, max_tokens: int, loss=teacher_forcing_on_real_rows) -> float:
     model.eval()
     src, tgt = data.ids[split]
     total, tokens = 0.0, 0
@@ -209,7 +212,7 @@ class Trainer(Run):
         """Teacher forcing on a batch (src, tgt): batch_loss's loss, on the real tokens' rows when the step
         is not compiled (on_real_rows; a compiled step finds the rows itself)."""
         src, tgt = batch
-        loss = teacher_forcing_loss if self.cfg.compile else on_real_rows(teacher_forcing_loss)
+        loss = teacher_forcing_loss if self.cfg.compile else teacher_forcing_on_real_rows
         return loss(self.model, src, tgt[:, :-1], tgt[:, 1:], self.cfg.label_smoothing)
 
     @staticmethod

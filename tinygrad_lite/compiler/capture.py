@@ -14,6 +14,8 @@ backward, `c<n>` the constants (functions, static arguments, leaf tensors, the g
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ..autograd import current_scope, retains_all_grads, toposort
@@ -47,13 +49,26 @@ for _name in ("__float__", "__int__", "__bool__", "__index__", "__add__", "__rad
     setattr(Pending, _name, _refuse_pending(_name))
 
 
+@dataclass
+class SpaceArrays:
+    """A skip_padding space's stand-ins in a capture, its (B, T) kept grid and their flat rows (found from
+    the first captures' values, the same inputs, and defined in the prologue by finish_rows), and the
+    (expression, value) of each mask on its keys, of each target array with its ignore_index, and of the
+    ids its embedding reads."""
+    kept: Input
+    rows: Input
+    masks: list = field(default_factory=list)
+    targets: list = field(default_factory=list)
+    ids: tuple = None
+
+
 class Capture:
     """The program of one step, written while the step runs once (see the module docstring)."""
 
     def __init__(self, rewrites: dict | None = None, rows=None):
         self.rewrites = rewrites or {}  # op index -> rules.Defer or rules.Fuse (from a first capture)
         self.rows = rows                # rules.skip_padding.Rows: the ops that run on a padded batch's kept rows
-        self.spaces: dict = {}          # its space -> (kept, rows) stand-ins, and the masks and targets seen
+        self.spaces: dict = {}          # its space -> SpaceArrays
         self.records: list = []         # rules.Record of each op, by index (None where deferred)
         self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
         self.deferred: dict = {}        # op index -> rules.Ran of a deferred op (its placeholder, out)
@@ -220,31 +235,29 @@ class Capture:
         """(fn, args) of a region op on its kept rows (rules/skip_padding.py); notes the masks and targets
         that decide a space's rows, from which the plan finds them at each replay."""
         if kind[0] == "attention":
-            self._space(kind[1][1])[2].append(self.argument(args[0], op))
+            self._space(kind[1][1]).masks.append(self.argument(args[0], op))
         if kind[0] == "loss":
-            self._space(kind[1])[3].append((*self.argument(args[0], op), args[2]))
+            self._space(kind[1]).targets.append((*self.argument(args[0], op), args[2]))
         if kind[0] == "entry":
-            self._space(kind[1])[4] = self.argument(args[0], op)
-        return row_version(kind, fn, args, lambda s: self._space(s)[:2], lambda s, a: self._gathered(s, a, op))
+            self._space(kind[1]).ids = self.argument(args[0], op)
+        return row_version(kind, fn, args, lambda s: (self._space(s).kept, self._space(s).rows),
+                           lambda s, a: self._gathered(s, a, op))
 
-    def _space(self, s: int) -> list:
-        """[kept, rows, masks, targets, ids] of space s: stand-ins of its (B, T) kept grid and their flat rows,
-        found from the first captures' values (the same inputs) and defined in the prologue by finish_rows;
-        the (expression, value) of each mask on its keys, of each target array with its ignore_index, and
-        of the ids its embedding reads."""
+    def _space(self, s: int) -> SpaceArrays:
+        """Space s's stand-ins and what decides its rows (SpaceArrays), made on its first op."""
         if s not in self.spaces:
             kept = self.rows.spaces[s].kept
             stand_ins = [Input(a, self, self.new()) for a in (kept, np.flatnonzero(kept))]
             for x in stand_ins:
                 self.arrays[id(x)] = x.var
                 self.keep.append(x)
-            self.spaces[s] = stand_ins + [[], [], None]
+            self.spaces[s] = SpaceArrays(*stand_ins)
         return self.spaces[s]
 
     def _gathered(self, s: int, value, op: str) -> Input:
         """An id or target array (B, T) or (B·T,) at space s's rows, (n,): computed in the prologue."""
         expression, array = self.argument(value, op)
-        rows = self._space(s)[1]
+        rows = self._space(s).rows
         out = Input(np.take(array, rows.array), self, self.new())
         self.arrays[id(out)] = out.var
         self.keep.append(out)
@@ -255,15 +268,16 @@ class Capture:
         """The prologue's lines that find each space's rows from the step's masks and targets, then take the
         ids and targets there; the first captures' rows must be what these find (the same inputs)."""
         lines = []
-        for s, (kept, rows, masks, targets, ids) in self.spaces.items():
-            found = kept_rows(ids[1], tuple(m for _, m in masks), tuple((t, ignore) for _, t, ignore in targets))
-            if not np.array_equal(found, kept.array):
+        for space in self.spaces.values():
+            found = kept_rows(space.ids[1], tuple(m for _, m in space.masks),
+                              tuple((t, ignore) for _, t, ignore in space.targets))
+            if not np.array_equal(found, space.kept.array):
                 raise CompileError("compile: rule skip_padding found other rows than at the step's first capture; "
                                    "the step ran other ops than there")
-            mask_list = "".join(f"{e}, " for e, _ in masks)
-            target_list = "".join(f"({e}, {self.const(ignore)}), " for e, _, ignore in targets)
-            lines.append(f"{kept.var} = {self.const(kept_rows)}({ids[0]}, ({mask_list}), ({target_list}))")
-            lines.append(f"{rows.var} = np.flatnonzero({kept.var})")
+            mask_list = "".join(f"{e}, " for e, _ in space.masks)
+            target_list = "".join(f"({e}, {self.const(ignore)}), " for e, _, ignore in space.targets)
+            lines.append(f"{space.kept.var} = {self.const(kept_rows)}({space.ids[0]}, ({mask_list}), ({target_list}))")
+            lines.append(f"{space.rows.var} = np.flatnonzero({space.kept.var})")
         self.prologue += lines + self.late
 
     def numpy(self, func, args, kwargs) -> Input:

@@ -34,16 +34,19 @@ from .plan import Plan
 
 @dataclass
 class Family:
-    """A family's reference plan, the dims of the signature it was captured for, and which are free; with
-    growing constants, the plan that slices them (merged), the largest of each, and each grown axis's
-    candidate (dim, offset) pairs."""
+    """A family's reference plan, the dims of the signature it was captured for, and which of them later
+    captures showed to vary; with growing constants, the plan that slices them (merged), the largest of
+    each, and each grown axis's candidate (dim, offset) pairs. A dim that varied and follows no growing
+    axis is free: the program does not depend on it."""
     plan: Plan
     dims: tuple
-    free: set = field(default_factory=set)
+    varied: set = field(default_factory=set)
     served: Plan = None
     largest: dict = field(default_factory=dict)   # constant name -> its largest value seen
     bound: dict = field(default_factory=dict)     # (constant name, axis) -> {(dim index, offset)}
-    varied: set = field(default_factory=set)      # dims seen to differ from the reference's
+
+    def bound_dims(self) -> set:
+        return {j for pairs in self.bound.values() for j, _ in pairs}
 
 
 class SharedPlans:
@@ -60,8 +63,8 @@ class SharedPlans:
         shared = self.families.get(family)
         if shared is None or family in self.differing:
             return None
-        bound = {j for pairs in shared.bound.values() for j, _ in pairs}
-        if any(d != r and i not in shared.free and i not in bound for i, (d, r) in enumerate(zip(dims, shared.dims))):
+        moving = shared.varied | shared.bound_dims()  # the free dims and the bound ones
+        if any(d != r and i not in moving for i, (d, r) in enumerate(zip(dims, shared.dims))):
             return None
         for (name, axis), pairs in shared.bound.items():
             lengths = {dims[j] - offset for j, offset in pairs}
@@ -70,10 +73,10 @@ class SharedPlans:
         return shared.served or shared.plan
 
     def add(self, key: tuple, plan: Plan) -> Plan:
-        """The plan to run for `key`, just captured as `plan`: the family's reference if `plan` is the same
-        program (the dims where they differ become free), else `plan` (the family's reference if it has
-        none that holds). A family one of whose captures wrote another program shares no more: its
-        program depends on some shape."""
+        """The plan to run for `key`, just captured as `plan`: the family's plan if `plan` is the same
+        program but for growing constants (the dims where they differ vary), else `plan` (the family's
+        reference if it has none that holds). A family one of whose captures wrote another program shares
+        no more: its program depends on some shape."""
         family, dims = split(key)
         shared = self.families.get(family)
         if family in self.differing:
@@ -86,7 +89,6 @@ class SharedPlans:
             self.differing.add(family)
             return plan
         shared.varied.update(i for i, (d, r) in enumerate(zip(dims, shared.dims)) if d != r)
-        shared.free = shared.varied - {j for pairs in shared.bound.values() for j, _ in pairs}
         if shared.bound:  # a capture may grow a constant, or narrow which dim an axis follows
             shared.served = merged(shared.plan, shared.largest, shared.bound, key)
         return shared.served or shared.plan
@@ -131,14 +133,6 @@ def split(key: tuple) -> tuple:
         return part
     family = tuple(rank(p) for p in parts)
     return (family, *rest), tuple(dims)
-
-
-def same_program(a: Plan, b: Plan) -> bool:
-    """Whether two plans run the same program: source, constants, leaves and modules' modes."""
-    return (a.source == b.source and a.constants.keys() == b.constants.keys()
-            and all(same_value(a.constants[k], b.constants[k]) for k in a.constants)
-            and same_value(a.leaves, b.leaves)
-            and [(id(m), on) for m, on in a.modes] == [(id(m), on) for m, on in b.modes])
 
 
 def growing_constants(a: Plan, b: Plan) -> dict | None:

@@ -37,7 +37,7 @@ from ...ops.binary import add_op, div_op, mul_op, sub_op
 from ...ops.movement import reshape_op
 from ...ops.nn import dropout_op, keep_lanes, keep_rows_from_seed, layer_norm_op
 from ...random import rng
-from ..traced import Input, Traced
+from ..traced import Input, plain
 
 BINARY = (add_op, sub_op, mul_op, div_op)
 ELEMENTWISE = tuple(getattr(unary, name) for name in dir(unary) if name.endswith("_op"))
@@ -90,13 +90,9 @@ class SkipPadding:
             targets = [(records[i].args[0], records[i].args[2]) for i in space.losses]
             if not all(m is None or _key_mask(m, space.ids.shape) for m in masks):
                 return None
-            space.kept = kept_rows(space.ids, tuple(_value(m) for m in masks),
-                                   tuple((_value(t), ignore) for t, ignore in targets))
+            space.kept = kept_rows(space.ids, tuple(plain(m) for m in masks),
+                                   tuple((plain(t), ignore) for t, ignore in targets))
         return Rows(spaces, ops, {i: records[i].shape for i in ops})
-
-
-def _value(x):
-    return x.array if isinstance(x, Traced) else x
 
 
 def _key_mask(mask, lead: tuple) -> bool:
