@@ -220,7 +220,7 @@ def rule_sides(name: str, build, per_rule: bool) -> dict:
     alone on)."""
     from tinygrad_lite import fast
     from tinygrad_lite.compiler import compile
-    from tinygrad_lite.compiler.rules import RULES, SWITCHES
+    from tinygrad_lite.compiler.rules import FLAT_OPTIMIZER, RULES, SWITCHES
     _, step = build()  # one model for every side: each its own compiled step (a model's arrays' alignment
     # alone moves a step's time by a few %, which side-by-side copies would book to the rules)
     rules_off, rules_on = compile(step), compile(step)
@@ -233,7 +233,7 @@ def rule_sides(name: str, build, per_rule: bool) -> dict:
     out = {"rules off": side(rules_off, fast.tricks_off, SWITCHES),
            "rules on": side(rules_on, fast.tricks_on, SWITCHES)}
     if per_rule:
-        for rule in RULES:
+        for rule in (*RULES, FLAT_OPTIMIZER):
             only = compile(step)
             others = tuple(s for s in SWITCHES if s != rule.switch)
 

@@ -21,7 +21,7 @@ import contextlib
 from .checks import switched_off
 
 NAMES = ("fused_residual", "fused_ffn", "fused_attention", "attention_kernels", "decoder_kernel", "decoder_layouts",
-         "skip_padding", "panel_products", "gpt_kernel")
+         "skip_padding", "panel_products", "gpt_kernel", "flat_optimizer")
 ENV_VAR = "TINYGRAD_LITE_FAST"
 
 
@@ -140,6 +140,11 @@ def _switched(on: bool, names):
 # batch takes (transformer/plugins/real_rows.py). Plain version: the padded forward, their oracle
 # (tests/test_compile_rule_skip_padding.py, tests/test_skip_padding.py).
 
+# ---------------------------------------------------------------- flat_optimizer
+# Why: see the rule's file (tinygrad_lite/compiler/rules/flat_optimizer.py) and bench/README.md, "Step compiler": a
+# compiled step's Adam runs one kernel call a parameter group over flat arrays, its parameters, gradients, m and v
+# views of them. Eager steps run optim.adam's loop, a call a parameter; plain version: that loop, bit for bit the same
+# (tests/test_compile_rule_flat_optimizer.py).
 
 # ---------------------------------------------------------------- panel_products
 # Why: training small 35% faster (train small off/on 1.345, quartiles 1.34-1.37; base-short 1.44, tiny 1.07;

@@ -88,6 +88,8 @@ class Capture:
         self.grad_seen: dict = {}       # id(leaf) -> its .grad when an op first read the leaf
         self.keep: list = []            # what the ids above refer to, kept alive
         self.late: list[str] = []       # prologue lines that need the spaces' rows (finish_rows)
+        self.calls: list = []           # (line index, method, args) of each recorded call (rules/flat_optimizer.py)
+        self.into_leaves: dict = {}     # id(leaf) -> (line index, leaf, gradient's v<n>) of each leaf's gradient
         self.count = 0
         self._scope = None
 
@@ -348,6 +350,7 @@ class Capture:
         what = f"{method.__qualname__} at {step_site()} got a tensor's values; pass the tensors themselves"
         parts = [self.output(a, what) for a in args] + [f"{k}={self.output(v, what)}" for k, v in kwargs.items()]
         var = self.new()
+        self.calls.append((len(self.lines), method, args))
         self.lines.append(f"{var} = {self.const(method)}({', '.join(parts)})")
         return Pending(var, method.__qualname__)
 
@@ -369,6 +372,8 @@ class Capture:
             if not node._prev:
                 index = self.input_tensors.get(key)
                 leaf = self.const(node) if index is None else f"ARGS[{index}]"
+                if index is None:
+                    self.into_leaves[key] = (len(self.lines), node, gvar)
                 self.lines.append(f"{self.const(_into_leaf)}({leaf}, {gvar}, {own})")
                 self._show_grad(node, g)
                 continue

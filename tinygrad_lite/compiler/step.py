@@ -89,7 +89,8 @@ class CompiledStep:
     def capture(self, args: tuple) -> Plan:
         """Run fn dry on args and return its plan (nothing the step changes is changed): once to
         record its ops, once more with what the rewrite rules fuse, if they fuse anything, and once more
-        on a padded batch's kept rows, if rule skip_padding finds them. The rules are those switched on
+        on a padded batch's kept rows, if rule skip_padding finds them; rule flat_optimizer then edits the
+        optimizer's step. The rules are those switched on
         now, at the call (the signature's switches), whatever the step switches."""
         switched_on = rules.switched_on()
         skip = fast.TRICKS.skip_padding
@@ -102,6 +103,8 @@ class CompiledStep:
         if rows is not None:
             capture = self._capture(args, Capture(rewrites, rows))
             capture.check_rewrites()
+        if fast.TRICKS.flat_optimizer:
+            rules.FLAT_OPTIMIZER.rewrite(capture)
         self.captures += 1
         return Plan(capture, capture.result)
 

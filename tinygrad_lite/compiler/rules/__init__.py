@@ -8,7 +8,8 @@ as the rule's fused op (capture.py). With its switch off, the plain ops run: the
 (tests/test_compile_rules*.py). The switches are read when the compiled step is called (they are part
 of the plan's signature), not while the step runs: a step may run a box plain inside
 `tricks_off(...)` and still have the rule fuse it. One rule is not a group: skip_padding.py reads the
-fused program and names the ops a third capture runs on a padded batch's kept rows.
+fused program and names the ops a third capture runs on a padded batch's kept rows; flat_optimizer.py
+edits the finished program's optimizer step.
 
 A rule's "Gain" is its step's time with all rules off over the time with it alone on, the boxes plain
 (`python bench/compiled_step.py --rules --per-rule`: medians of 15 alternating samples, 1 thread, CPU
@@ -19,15 +20,18 @@ from __future__ import annotations
 from ... import fast
 from .add_dropout import AddDropout
 from .attention import Attention
+from .flat_optimizer import FlatOptimizer
 from .linear_relu_dropout import LinearReluDropout
 from .pattern import Defer, Fuse, Fused, Ran, Record, is_group
 from .skip_padding import SkipPadding
 
 RULES = (Attention(), LinearReluDropout(), AddDropout())  # an op goes to the first rule that matches it
 SKIP_PADDING = SkipPadding()  # after them: the position-wise ops of a padded batch on its kept rows
-SWITCHES = tuple(sorted({rule.switch for rule in (*RULES, SKIP_PADDING)}))  # in fast.TRICKS: all off, plain ops
+FLAT_OPTIMIZER = FlatOptimizer()  # on the finished program: the optimizer's step over flat arrays
+SWITCHES = tuple(sorted({rule.switch for rule in (*RULES, SKIP_PADDING, FLAT_OPTIMIZER)}))  # fast.TRICKS: off = plain
 
-__all__ = ["RULES", "SKIP_PADDING", "SWITCHES", "Defer", "Fuse", "Fused", "Ran", "Record", "find", "switched_on"]
+__all__ = ["FLAT_OPTIMIZER", "RULES", "SKIP_PADDING", "SWITCHES", "Defer", "Fuse", "Fused", "Ran", "Record", "find",
+           "switched_on"]
 
 
 def switched_on() -> tuple:
