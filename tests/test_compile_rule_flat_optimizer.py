@@ -169,3 +169,17 @@ def test_the_gpt_with_muon_and_adamw_matches_its_eager_step():
     compiled = train(True)
     assert_bit_identical(compiled, train(False))
     assert any(p.data.base is not None for p in compiled[3].parameters())
+
+
+def test_large_parameters_keep_the_loop():
+    def make(model):
+        return Adam(model.parameters(), lr=1e-2)
+    from tinygrad_lite.compiler.rules import flat_optimizer
+    before = flat_optimizer.PAYS_BELOW
+    flat_optimizer.PAYS_BELOW = 8  # every parameter of the MLP counts as large
+    try:
+        flat = run(make, True)
+    finally:
+        flat_optimizer.PAYS_BELOW = before
+    assert_bit_identical(flat, run(make, False))
+    assert all(p.data.base is None for p in flat[3].parameters())

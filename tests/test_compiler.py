@@ -198,3 +198,35 @@ def test_compile_refuses_what_is_not_a_function_or_a_key():
         compile(3)
     with pytest.raises(CompileError, match="argument 0 is a list"):
         compile(lambda a: a)([1, 2])
+
+
+# ---------------------------------------------------------------- a leaf adopts the gradient made for it alone
+def test_a_replay_adopts_fresh_gradients_and_copies_shared_ones(monkeypatch):
+    """A gradient array that only the plan refers to becomes the leaf's .grad uncopied; one that two leaves
+    get (an add's backward hands both the same array) is copied for the first, so clipping scales each once."""
+    import tinygrad_lite.autograd as autograd
+    r = np.random.default_rng(0)
+    w1, w2, w3 = (Tensor(r.standard_normal((4, 4)), requires_grad=True) for _ in range(3))
+    x = r.standard_normal((5, 4))
+    opt = SGD([w1, w2, w3], lr=0.0)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (((Tensor(x) @ w3).tanh() @ (w1 + w2)) ** 2).sum()
+        loss.backward()
+        clip_grad_norm_([w1, w2, w3], 0.5)
+        return loss
+    compiled = compile(step)
+    compiled(x)
+    adopted = []
+    real = autograd.into_leaf
+    monkeypatch.setattr(autograd, "into_leaf", lambda leaf, g, own: (adopted.append((leaf, own)), real(leaf, g, own)))
+    compiled(x)
+    got = [w.grad.copy() for w in (w1, w2, w3)]
+    monkeypatch.setattr(autograd, "into_leaf", real)
+    step(x)
+    for g, w in zip(got, (w1, w2, w3)):
+        np.testing.assert_array_equal(g, w.grad)
+    owns = {id(leaf): own for leaf, own in adopted}
+    assert owns[id(w3)] and sorted((owns[id(w1)], owns[id(w2)])) == [False, True]  # the second holder adopts
+    assert w1.grad is not w2.grad

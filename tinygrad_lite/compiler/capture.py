@@ -14,6 +14,7 @@ backward, `c<n>` the constants (functions, static arguments, leaf tensors, the g
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -450,8 +451,45 @@ class Capture:
 
 
 def _into_leaf(leaf, g, own):
+    """autograd.into_leaf at replay. A gradient that nothing but the plan's own name for it refers to, and
+    that owns its memory or is the one view of an array that does, is a fresh array the backward made for
+    this leaf alone: the leaf adopts it, uncopied."""
     from ..autograd import into_leaf
+    own = own or _alone(g)
     into_leaf(leaf, g, own)
+
+
+def _alone(g) -> bool:
+    mine, base = _references(g)
+    return mine <= _ALONE[0] and base <= _ALONE[1]
+
+
+def _references(g) -> tuple:
+    """(references to g, references to the array whose memory it views: 0 if g owns its own, huge if that
+    array is a view too)."""
+    base = g.base
+    return sys.getrefcount(g), 0 if base is None else sys.getrefcount(base) if base.base is None else 1 << 62
+
+
+def _references_when_alone() -> tuple:
+    """What _alone sees of the one view of a fresh array, which a replay's one local holds, by the same calls."""
+    seen = []
+
+    def alone(g):
+        seen.append(_references(g))
+        return False
+
+    def into_leaf(leaf, g, own):
+        own = own or alone(g)
+
+    def replay():
+        v1 = np.empty(4).reshape(2, 2)
+        into_leaf(None, v1, False)
+    replay()
+    return seen[0]
+
+
+_ALONE = _references_when_alone()
 
 
 def _as_tensor(array):
