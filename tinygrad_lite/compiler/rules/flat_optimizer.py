@@ -68,9 +68,10 @@ class FlatOptimizer:
 
 
 def _flat(optimizer, capture):
-    """The optimizer's Flat if every parameter of it gets a gradient in this capture, else None."""
+    """The optimizer's Flat if every parameter of it gets a gradient in this capture and they are small, else None."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    if not all(id(p) in capture.into_leaves for p in params) or sum(p.data.size for p in params) >= PAYS_BELOW * len(params):
+    small = sum(p.data.size for p in params) < PAYS_BELOW * len(params)
+    if not small or not all(id(p) in capture.into_leaves for p in params):
         return None
     flat = _FLAT.get(optimizer)
     if flat is None or [id(p) for p in flat.params] != [id(p) for p in params]:
