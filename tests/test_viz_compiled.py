@@ -171,3 +171,29 @@ def test_fast_is_another_name_for_compiled(tmp_path):
         assert done.returncode == 0, done.stderr
         sources.append(out.read_text(encoding="utf-8"))
     assert sources[0] == sources[1] and "rule: attention" in sources[0]
+
+
+def test_a_padded_transformer_batch_shows_its_kept_rows_and_the_flat_optimizer():
+    """Rule skip_padding's ops get a blue border and a caption line; the optimizer rule is named too."""
+    from tinygrad_lite.nn import functional as F
+    from transformer import Transformer
+    from viz.plan import ROWS_COLOUR
+
+    tl.manual_seed(0)
+    model = Transformer(12, 12, d_model=8, h=2, N=1, d_ff=16, dropout=0.1)
+    ids = np.random.default_rng(0).integers(1, 12, size=(3, 6))
+    ids[1, 4:] = ids[2, 3:] = 0
+    plan = compiled_plan(model, lambda s, ti, to: F.cross_entropy(model(s, ti).reshape(-1, 12), to.reshape(-1),
+                                                                  ignore_index=0), (ids, ids[:, :-1], ids[:, 1:]))
+    assert plan.rows and plan.call_rules == [("flat_optimizer", "Adam.step")]
+    view = draw_plan(plan)
+    assert_drawn(plan, view.source)
+    blue = set()
+    for line in view.source.splitlines():
+        node = re.match(r"\s*(\w+) \[", line)
+        if node and ROWS_COLOUR in line:
+            blue.add(node.group(1))
+    assert blue == {f"op{i}" for i in plan.rows}
+    assert f"on the kept rows only (rule skip_padding): {len(plan.rows)} ops" in view.source
+    assert "Adam.step rewritten by rule flat_optimizer" in view.source
+    assert {"skip_padding", "flat_optimizer"} <= set(view.stats["rules"])

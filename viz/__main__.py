@@ -250,12 +250,21 @@ def transformer_parts(args) -> tuple:
     model = Transformer(args.vocab, args.vocab, d_model=args.d_model, h=args.heads, N=args.layers,
                         d_ff=args.d_ff or 4 * args.d_model, dropout=0.1)
     rng = np.random.default_rng(args.seed)
-    src = rng.integers(1, args.vocab, size=(args.batch, args.src_len))
-    tgt = rng.integers(1, args.vocab, size=(args.batch, args.tgt_len + 1))
+    src = _padded(rng.integers(1, args.vocab, size=(args.batch, args.src_len)), rng)
+    tgt = _padded(rng.integers(1, args.vocab, size=(args.batch, args.tgt_len + 1)), rng)
 
     def loss(src, tgt_in, tgt_out):
         return F.cross_entropy(model(src, tgt_in).reshape(-1, args.vocab), tgt_out.reshape(-1), ignore_index=0)
     return model, loss, (src, tgt[:, :-1], tgt[:, 1:])
+
+
+def _padded(ids, rng):
+    """ids with each row after the first cut to a random length of at least half, <pad> (0) after it, as a
+    batch of sentences is (the compiled plan then shows rule skip_padding at work)."""
+    width = ids.shape[1]
+    for row in ids[1:]:
+        row[rng.integers((width + 1) // 2, width + 1):] = 0
+    return ids
 
 
 def gpt_step(args) -> tuple:

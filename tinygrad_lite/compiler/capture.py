@@ -91,6 +91,7 @@ class Capture:
         self.late: list[str] = []       # prologue lines that need the spaces' rows (finish_rows)
         self.calls: list = []           # (line index, method, args) of each recorded call (rules/flat_optimizer.py)
         self.into_leaves: dict = {}     # id(leaf) -> (line index, leaf, gradient's v<n>) of each leaf's gradient
+        self.call_rules: list = []      # (rule name, qualname) of each recorded call a rule rewrote
         self.count = 0
         self._scope = None
 

@@ -34,6 +34,8 @@ class Plan:
         self.records = [None if r is None else replace(r, args=(), leaves=()) for r in capture.records]  # each
         # op's rules.Record (None where a rule absorbed it), without arguments and leaves: they may hold arrays
         self.fusions = capture.fusions    # op index -> (rule name, the plain ops' names it replaced)
+        self.rows = frozenset(capture.rows.ops) if capture.rows is not None else frozenset()  # ops on kept rows
+        self.call_rules = list(capture.call_rules)  # (rule name, the recorded call it rewrote), e.g. flat_optimizer
         self.op_names = [r.op for r in capture.records if r is not None]  # the ops it runs, in order
         self.ops = len(self.op_names)
 

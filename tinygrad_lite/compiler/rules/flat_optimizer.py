@@ -59,6 +59,7 @@ class FlatOptimizer:
             var = capture.lines[line].split(" = ", 1)[0]
             target = flats[id(args[0])].step if method is ADAM_STEP else _Combined(args[0], flats).step
             capture.lines[line] = f"{var} = {capture.const(target)}()"
+            capture.call_rules.append((self.name, method.__qualname__))
             for flat in flats.values():
                 for i, p in enumerate(flat.params):
                     at, _, gvar = capture.into_leaves[id(p)]
