@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tinygrad_lite as tl
+from tinygrad_lite.autograd import recorded
 from tinygrad_lite import Tensor, fast
 from tinygrad_lite.compiler import compile
 from tinygrad_lite.compiler import step as step_module
@@ -61,7 +62,7 @@ def watched(monkeypatch):
 
 def training_step(seed=0):
     """An FFN (linear -> ReLU -> dropout -> linear, which rule linear_relu_dropout fuses), a loss that
-    ignores the targets above 2, and Adam."""
+    ignores the targets above 2, a look at the loss (a recorded call, as the trainers' plug-ins make), and Adam."""
     r = np.random.default_rng(seed)
     w1 = Tensor((r.standard_normal((HIDDEN, WIDTH)) * 0.1).astype(np.float32), requires_grad=True)
     b1 = Tensor(np.zeros(HIDDEN, np.float32), requires_grad=True)
@@ -74,9 +75,15 @@ def training_step(seed=0):
         loss = (error ** 2).mean()
         opt.zero_grad()
         loss.backward()
+        seen(loss)
         opt.step()
         return loss
     return step
+
+
+@recorded
+def seen(loss):
+    return loss.item()
 
 
 def batches(n, seed=1):

@@ -89,7 +89,7 @@ class Capture:
         self.grad_seen: dict = {}       # id(leaf) -> its .grad when an op first read the leaf
         self.keep: list = []            # what the ids above refer to, kept alive
         self.late: list[str] = []       # prologue lines that need the spaces' rows (finish_rows)
-        self.calls: list = []           # (line index, method, args) of each recorded call (rules/flat_optimizer.py)
+        self.calls: list = []           # (line index, method, receiver) of each recorded call (flat_optimizer.py)
         self.into_leaves: dict = {}     # id(leaf) -> (line index, leaf, gradient's v<n>) of each leaf's gradient
         self.call_rules: list = []      # (rule name, qualname) of each recorded call a rule rewrote
         self.count = 0
@@ -352,7 +352,7 @@ class Capture:
         what = f"{method.__qualname__} at {step_site()} got a tensor's values; pass the tensors themselves"
         parts = [self.output(a, what) for a in args] + [f"{k}={self.output(v, what)}" for k, v in kwargs.items()]
         var = self.new()
-        self.calls.append((len(self.lines), method, args))
+        self.calls.append((len(self.lines), method, _receiver(args)))
         self.lines.append(f"{var} = {self.const(method)}({', '.join(parts)})")
         return Pending(var, method.__qualname__)
 
@@ -449,6 +449,13 @@ class Capture:
         if isinstance(value, Traced):
             raise CompileError(f"compile: {refusal}")
         return self.const(value)
+
+
+def _receiver(args: tuple):
+    """A recorded call's first argument, what a rule reads (an optimizer), unless it is a step's tensor, an array
+    or a container: held by the capture, those would keep a dry run's arrays alive into the next one."""
+    first = args[0] if args else None
+    return None if hasattr(first, "_apply") or isinstance(first, (np.ndarray, list, tuple, dict, Pending)) else first
 
 
 def _into_leaf(leaf, g, own):

@@ -46,18 +46,18 @@ class FlatOptimizer:
         """Point each matched optimizer's recorded step, and its parameters' gradients, at its Flat; returns
         the optimizers it flattened."""
         done = []
-        for line, method, args in capture.calls:
-            if method is ADAM_STEP and type(args[0]).step is Adam.step:
-                flats = {id(args[0]): _flat(args[0], capture)}
+        for line, method, receiver in capture.calls:
+            if method is ADAM_STEP and type(receiver).step is Adam.step:
+                flats = {id(receiver): _flat(receiver, capture)}
             elif method is COMBINED_STEP:
-                flats = {id(o): _flat(o, capture) for o in args[0].optimizers if type(o).step is Adam.step}
+                flats = {id(o): _flat(o, capture) for o in receiver.optimizers if type(o).step is Adam.step}
             else:
                 continue
             flats = {k: f for k, f in flats.items() if f is not None}
             if not flats:
                 continue
             var = capture.lines[line].split(" = ", 1)[0]
-            target = flats[id(args[0])].step if method is ADAM_STEP else _Combined(args[0], flats).step
+            target = flats[id(receiver)].step if method is ADAM_STEP else _Combined(receiver, flats).step
             capture.lines[line] = f"{var} = {capture.const(target)}()"
             capture.call_rules.append((self.name, method.__qualname__))
             for flat in flats.values():
