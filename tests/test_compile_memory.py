@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tinygrad_lite as tl
-from tinygrad_lite.autograd import recorded
 from tinygrad_lite import Tensor, fast
+from tinygrad_lite.autograd import recorded
 from tinygrad_lite.compiler import compile
 from tinygrad_lite.compiler import step as step_module
 from tinygrad_lite.compiler.capture import Capture

@@ -1,6 +1,9 @@
 """Rule flat_optimizer (tinygrad_lite/compiler/rules/flat_optimizer.py): a compiled step's Adam over flat
 arrays gives the plain loop's weights and state to the last bit, on either backend, and whatever replaces
 an array between steps."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -183,3 +186,15 @@ def test_large_parameters_keep_the_loop():
         flat_optimizer.PAYS_BELOW = before
     assert_bit_identical(flat, run(make, False))
     assert all(p.data.base is None for p in flat[3].parameters())
+
+
+def test_an_optimizer_and_its_flat_arrays_go_when_nothing_else_holds_them():
+    refs = []
+
+    def make(model):
+        optimizer = Adam(model.parameters(), lr=1e-2)
+        refs.append(weakref.ref(optimizer))
+        return optimizer
+    run(make, True)
+    gc.collect()
+    assert refs[0]() is None

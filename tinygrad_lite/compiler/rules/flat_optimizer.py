@@ -100,12 +100,16 @@ class Flat:
     parameter's views of them. Laid out at its first step, when every gradient exists."""
 
     def __init__(self, optimizer):
-        self.optimizer = optimizer
+        self._optimizer = weakref.ref(optimizer)  # _FLAT's key: a strong reference would keep it alive forever
         self.groups = [list(group["params"]) for group in optimizer.param_groups]
         self.ids = [[id(p) for p in params] for params in self.groups]
         self.params = [p for group in self.groups for p in group]
         self.flat = None    # per group: (data, grad, exp_avg, exp_avg_sq) flat arrays
         self.views = None   # per parameter: (data, grad, exp_avg, exp_avg_sq, state) views and its state dict
+
+    @property
+    def optimizer(self):
+        return self._optimizer()
 
     def into_leaf(self, i: int, g: np.ndarray):
         """autograd.into_leaf for parameter i: its gradient written into its view."""
