@@ -204,7 +204,7 @@ def test_compile_refuses_what_is_not_a_function_or_a_key():
 def test_a_replay_adopts_fresh_gradients_and_copies_shared_ones(monkeypatch):
     """A gradient array that only the plan refers to becomes the leaf's .grad uncopied; one that two leaves
     get (an add's backward hands both the same array) is copied for the first, so clipping scales each once."""
-    import tinygrad_lite.autograd as autograd
+    from tinygrad_lite.compiler import leaf_grads
     r = np.random.default_rng(0)
     w1, w2, w3 = (Tensor(r.standard_normal((4, 4)), requires_grad=True) for _ in range(3))
     x = r.standard_normal((5, 4))
@@ -219,11 +219,11 @@ def test_a_replay_adopts_fresh_gradients_and_copies_shared_ones(monkeypatch):
     compiled = compile(step)
     compiled(x)
     adopted = []
-    real = autograd.into_leaf
-    monkeypatch.setattr(autograd, "into_leaf", lambda leaf, g, own: (adopted.append((leaf, own)), real(leaf, g, own)))
+    real = leaf_grads.into_leaf
+    monkeypatch.setattr(leaf_grads, "into_leaf", lambda leaf, g, own: (adopted.append((leaf, own)), real(leaf, g, own)))
     compiled(x)
     got = [w.grad.copy() for w in (w1, w2, w3)]
-    monkeypatch.setattr(autograd, "into_leaf", real)
+    monkeypatch.setattr(leaf_grads, "into_leaf", real)
     step(x)
     for g, w in zip(got, (w1, w2, w3)):
         np.testing.assert_array_equal(g, w.grad)

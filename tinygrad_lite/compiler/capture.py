@@ -14,12 +14,12 @@ backward, `c<n>` the constants (functions, static arguments, leaf tensors, the g
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..autograd import current_scope, retains_all_grads, toposort
+from .leaf_grads import into_leaf_at_replay
 from .rules import Defer, Fuse, Ran, Record
 from .rules.skip_padding import kept_rows, row_version
 from .traced import CompileError, Input, Rows, Traced, plain, step_site, traced
@@ -376,7 +376,7 @@ class Capture:
                 leaf = self.const(node) if index is None else f"ARGS[{index}]"
                 if index is None:
                     self.into_leaves[key] = (len(self.lines), node, gvar)
-                self.lines.append(f"{self.const(_into_leaf)}({leaf}, {gvar}, {own})")
+                self.lines.append(f"{self.const(into_leaf_at_replay)}({leaf}, {gvar}, {own})")
                 self._show_grad(node, g)
                 continue
             if node._retains_grad:
@@ -456,48 +456,6 @@ def _receiver(args: tuple):
     or a container: held by the capture, those would keep a dry run's arrays alive into the next one."""
     first = args[0] if args else None
     return None if hasattr(first, "_apply") or isinstance(first, (np.ndarray, list, tuple, dict, Pending)) else first
-
-
-def _into_leaf(leaf, g, own):
-    """autograd.into_leaf at replay. A gradient that nothing but the plan's own name for it refers to, and
-    that owns its memory or is the one view of an array that does, is a fresh array the backward made for
-    this leaf alone: the leaf adopts it, uncopied."""
-    from ..autograd import into_leaf
-    own = own or _alone(g)
-    into_leaf(leaf, g, own)
-
-
-def _alone(g) -> bool:
-    mine, base = _references(g)
-    return mine <= _ALONE[0] and base <= _ALONE[1]
-
-
-def _references(g) -> tuple:
-    """(references to g, references to the array whose memory it views: 0 if g owns its own, huge if that
-    array is a view too)."""
-    base = g.base
-    return sys.getrefcount(g), 0 if base is None else sys.getrefcount(base) if base.base is None else 1 << 62
-
-
-def _references_when_alone() -> tuple:
-    """What _alone sees of the one view of a fresh array, which a replay's one local holds, by the same calls."""
-    seen = []
-
-    def alone(g):
-        seen.append(_references(g))
-        return False
-
-    def into_leaf(leaf, g, own):
-        own = own or alone(g)
-
-    def replay():
-        v1 = np.empty(4).reshape(2, 2)
-        into_leaf(None, v1, False)
-    replay()
-    return seen[0]
-
-
-_ALONE = _references_when_alone()
 
 
 def _as_tensor(array):

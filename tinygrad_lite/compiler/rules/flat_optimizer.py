@@ -4,7 +4,7 @@ Adam updates one parameter at a time (optim/adam.py): a kernel call, state looku
 parameter, about a hundred a step. Matches: a step's recorded `step()` of an Adam or AdamW, alone or
 inside a CombinedOptimizer, whose every parameter gets its gradient from the step's own backward, and
 whose parameters are small (PAYS_BELOW): the flat arrays cost a copy of each gradient, which a plan's
-loop does not pay (it adopts the gradients the backward makes: capture._into_leaf).
+loop does not pay (it adopts the gradients the backward makes: compiler/leaf_grads.py).
 Emits: each group's parameters, gradients and Adam's m and v as views into four flat arrays (`Flat`,
 made once for an optimizer and shared by all the plans that step it, as DDP keeps gradients as views
 of its buckets); the backward writes each gradient into its view, and one `adam_update` a group runs
