@@ -90,8 +90,8 @@ class CompiledStep:
         """Run fn dry on args and return its plan (nothing the step changes is changed): once to
         record its ops, once more with what the rewrite rules fuse, if they fuse anything, and once more
         on a padded batch's kept rows, if rule skip_padding finds them; rule flat_optimizer then edits the
-        optimizer's step. The rules are those switched on
-        now, at the call (the signature's switches), whatever the step switches."""
+        optimizer's step. The rules are those switched on now, at the call (the signature's switches),
+        whatever the step switches."""
         switched_on = rules.switched_on()
         skip = fast.TRICKS.skip_padding
         capture = self._capture(args, Capture())
