@@ -22,9 +22,9 @@ FLOPs: each step's matrix products (`step_products`: the linear layers, the gene
 attention blocks, forward plus the two backward products of each, 3x the forward) are counted
 and also run alone on OpenBLAS (NumPy's matmul, float32, same shapes) as a third side of the same
 alternation: the matmul-only time is the step's BLAS-bound limit. The products counted are those
-a step needs: the position-wise layers on the batch's real tokens (our engine skips <pad> there: the
-compiler's rule skip_padding, or `transformer/fast/skip_padding.py` with --no-compile; torch's
-nn.Transformer computes every position: "padded GFLOP").
+a step needs: the position-wise layers on the batch's real tokens (our compiled step skips <pad> there:
+the compiler's rule skip_padding; with --no-compile our plain boxes, like torch's nn.Transformer, compute
+every position: "padded GFLOP").
 The tables give each engine's useful GFLOP/s and the share of that limit it reaches (100% =
 nothing but the needed products). A fourth side runs the same products as our engine does (a
 Linear's on `nn.functional._product`: kernels.panels' micro-kernel where it beats NumPy's BLAS,
@@ -220,16 +220,15 @@ def build_torch(ours_or_config, copy_weights: bool = True):
 class OursTrainer:
     """One training step of tinygrad-lite: forward, smoothed CE, backward, Adam; compiled (the trainers'
     default: tinygrad_lite.compiler, its rewrite rules fusing the plain boxes and skipping <pad> rows) unless
-    compiled=False, which runs it op by op on the real tokens' rows (transformer.plugins.real_rows), as the
-    translator's trainer does with --no-compile."""
+    compiled=False, which runs the plain boxes op by op on the padded batch, as the translator's trainer
+    does with --no-compile."""
 
     def __init__(self, model, lr: float = 1e-4, label_smoothing: float = 0.1, compiled: bool = True):
         from tinygrad_lite.compiler import compile
         from tinygrad_lite.optim import Adam
-        from transformer.plugins.real_rows import on_real_rows
         from transformer.train import teacher_forcing_loss
         self.model, self.label_smoothing = model, label_smoothing
-        self.teacher_forcing_loss = teacher_forcing_loss if compiled else on_real_rows(teacher_forcing_loss)
+        self.teacher_forcing_loss = teacher_forcing_loss
         self.optimizer = Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
         self.update = compile(self.eager_update, any_shape=True) if compiled else self.eager_update
 

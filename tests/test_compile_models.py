@@ -6,9 +6,10 @@ import pytest
 from training_steps import training_step
 
 import tinygrad_lite as tl
-from tinygrad_lite import fast
+from tinygrad_lite import Tensor, fast
 from tinygrad_lite.compiler import CompileError, compile
 from tinygrad_lite.compiler.rules import SWITCHES as RULE_SWITCHES
+from tinygrad_lite.nn import functional as F
 from tinygrad_lite.optim import Adam, AdamW
 
 
@@ -91,17 +92,17 @@ def test_a_translator_batch_with_an_unknown_token_id_raises_as_eager():
     assert run.fallbacks == 1
 
 
-def test_real_rows_counted_inside_the_step_are_refused_with_a_clear_error():
-    """forward_real_tokens without rows finds the real tokens itself (np.flatnonzero), an array whose shape
-    depends on the values: refused, naming the line; the trainers find the rows before the step."""
-    from transformer.fast.skip_padding import forward_real_tokens
-    from transformer.model import Transformer
-    tl.manual_seed(0)
-    model = Transformer(30, 30, d_model=16, h=2, N=1, d_ff=32, dropout=0.0, pad_id=0)
-    src, tgt_in, _ = translator_batches()[0]
-    step = compile(lambda s, t: forward_real_tokens(model, s, t)[0].sum())
+def test_rows_counted_inside_the_step_are_refused_with_a_clear_error():
+    """A step that finds a batch's real tokens itself (np.flatnonzero on an input: an array whose shape depends
+    on the values) is refused, naming the line; a plan cannot follow a shape the values choose."""
+    w = Tensor(np.ones((5, 3)), requires_grad=True)
+
+    def step(ids):
+        rows = np.flatnonzero(ids)
+        return F.embedding(np.take(ids, rows), w).sum()
+    src = translator_batches()[0][0] % 5
     with pytest.raises(CompileError, match=r"calls NumPy's flatnonzero, whose shape depends on the values, at "
-                                           r".*skip_padding.py"):
-        step(src, tgt_in)
+                                           r".*test_compile_models.py"):
+        compile(step)(src)
 
 

@@ -304,7 +304,7 @@ def reading_path_identifiers(path: str) -> set:
 
 
 def test_the_textbook_carries_no_real_rows_and_no_trick_branch():
-    """The padding skip's rows (`real`) live in transformer/fast/skip_padding.py, not in the paper's boxes;
+    """The padding skip's rows (`real`) live in the compiler's rule skip_padding, not in the paper's boxes;
     no reading-path file branches on a speed trick: the compiler's rules fuse the plain boxes (issue 45)."""
     used = {path: reading_path_identifiers(path) for path, _ in reading_path()}
     assert [path for path, names in used.items() if "real" in names] == []

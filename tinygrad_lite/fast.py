@@ -135,10 +135,9 @@ def _switched(on: bool, names):
 # A padded batch's position-wise layers (embeddings, projections, FFN, norms, generator) run on the rows that can
 # move the loss only, and attention among them (nn.fused.fused_attention_rows_op). A compiled step: the compiler's
 # rule skip_padding (tinygrad_lite/compiler/rules/skip_padding.py), read from the plain padded program, 3-4% faster
-# than the hand-written rows forward it replaced (TINY, SMALL; 2026-12-07, Xeon AVX-512). A step run op by op
-# (--no-compile, the loss on dev): transformer.fast.skip_padding.forward_real_tokens, which every right-padded
-# batch takes (transformer/plugins/real_rows.py). Plain version: the padded forward, their oracle
-# (tests/test_compile_rule_skip_padding.py, tests/test_skip_padding.py).
+# than the hand-written rows forward it replaced (TINY, SMALL; 2026-12-07, Xeon AVX-512), which is gone: a step run
+# op by op (--no-compile, the loss on dev) runs the padded forward. Plain version: the padded forward, its oracle
+# (tests/test_compile_rule_skip_padding.py).
 
 # ---------------------------------------------------------------- flat_optimizer
 # Why: see the rule's file (tinygrad_lite/compiler/rules/flat_optimizer.py) and bench/README.md, "Step compiler": a

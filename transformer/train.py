@@ -48,7 +48,6 @@ from .plugins.compiled import compiling
 from .plugins.data_parallel import DataParallel
 from .plugins.divergence import LossWatch, NonFiniteLoss, TrainingDiverged
 from .plugins.interrupt import CtrlC, Interrupted
-from .plugins.real_rows import on_real_rows
 from .plugins.report import EVENTS_FILE, TrainingReport
 from .plugins.time_limit import TimeLimit, cool_down
 from .time_budget import TimeBudget
@@ -87,13 +86,10 @@ def scaled_lr(cfg: TrainConfig, ranks: int) -> float:
 def teacher_forcing_loss(model, src, tgt_in, tgt_out, label_smoothing: float) -> Tensor:
     """Cross-entropy of the model's next-token predictions, mean over tgt_out's real tokens
     (paper §5.4: label smoothing ε_ls), for src (B, S) and tgt_in, tgt_out (B, T) ids. A compiled
-    step runs it on the rows that matter only (rule skip_padding); an eager one on_real_rows."""
+    step runs it on the rows that matter only (rule skip_padding); an eager one on every padded row."""
     logits = model(src, tgt_in)                                          # (B, T, V)
     return cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD,
                          label_smoothing=label_smoothing)
-
-
-teacher_forcing_on_real_rows = on_real_rows(teacher_forcing_loss)  # the same loss for a step run op by op
 
 
 def batch_loss(model, batch, label_smoothing: float, loss=teacher_forcing_loss) -> tuple[Tensor, int]:
@@ -103,7 +99,7 @@ def batch_loss(model, batch, label_smoothing: float, loss=teacher_forcing_loss) 
 
 
 @no_grad()
-def evaluate_loss(model, data: Dataset, split: str, max_tokens: int, loss=teacher_forcing_on_real_rows) -> float:
+def evaluate_loss(model, data: Dataset, split: str, max_tokens: int, loss=teacher_forcing_loss) -> float:
     model.eval()
     src, tgt = data.ids[split]
     total, tokens = 0.0, 0
@@ -209,11 +205,9 @@ class Trainer(Run):
 
     # ------------------------------------------------------------ the step and the loop
     def loss_of(self, batch) -> Tensor:
-        """Teacher forcing on a batch (src, tgt): batch_loss's loss, on the real tokens' rows when the step
-        is not compiled (on_real_rows; a compiled step finds the rows itself)."""
+        """Teacher forcing on a batch (src, tgt): batch_loss's loss (a compiled step skips the <pad> rows)."""
         src, tgt = batch
-        loss = teacher_forcing_loss if self.cfg.compile else teacher_forcing_on_real_rows
-        return loss(self.model, src, tgt[:, :-1], tgt[:, 1:], self.cfg.label_smoothing)
+        return teacher_forcing_loss(self.model, src, tgt[:, :-1], tgt[:, 1:], self.cfg.label_smoothing)
 
     @staticmethod
     def tokens_of(batch) -> int:

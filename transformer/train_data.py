@@ -87,22 +87,22 @@ def build_dataset(cfg: TrainConfig, vocabs: tuple | None = None) -> Dataset:
     return Dataset(splits, src_vocab, tgt_vocab, cfg.lowercase)
 
 
-WIDTH = 8  # with skip_padding, batches are widened to a multiple of 8 columns (widened)
+WIDTH = 8  # a compiled step's batches, with skip_padding, are widened to a multiple of 8 columns (widened)
 
 
 def epoch_batches(data: Dataset, cfg: TrainConfig, epoch: int):
-    """The epoch's shuffled batches; with TRICKS.skip_padding, widened."""
+    """The epoch's shuffled batches; widened for a compiled step (cfg.compile) whose rule skip_padding is on."""
     src, tgt = data.ids["train"]
     batches = make_batches(src, tgt, cfg.max_tokens, shuffle=True, seed=cfg.seed * 100003 + epoch,
                            count=cfg.batch_by, pool=cfg.bucket_pool)
-    return [widened(b) for b in batches] if TRICKS.skip_padding else batches
+    return [widened(b) for b in batches] if TRICKS.skip_padding and cfg.compile else batches
 
 
 def widened(batch: Batch, multiple: int = WIDTH) -> Batch:
     """The batch with <pad> columns on the right: src to a multiple of `multiple` columns, tgt to one more
     (so that its teacher-forcing input tgt[:, :-1] is a multiple). The loss ignores <pad> targets, so the
-    batch trains the same sentences, and with skip_padding (the position-wise layers on the rows that
-    matter only: the compiler's rule, or transformer/plugins/real_rows.py) the added columns cost little.
+    batch trains the same sentences, and a compiled step's rule skip_padding (the position-wise layers on the
+    rows that matter only) makes the added columns cost little.
     But batches come in fewer shapes (on the real-data recipe over 8 epochs, 422 -> 275), and the lengths
     that grow a compiled plan's constants are fewer (tinygrad_lite/compiler/shapes.py; bench/compile_keys.py)."""
     def wide(ids, columns):

@@ -17,7 +17,7 @@ them, and MultiHeadAttention shows them when asked.
     attention_forward_rows(q, k, v, q_real, k_real, ...), attention_backward_rows(...)
 
 The *_rows pair takes only the real tokens' rows, q (n_q, h, d_k) and k, v (n_k, h, .), with the
-(B, T) bool masks of where they sit (transformer/fast/skip_padding.py): attention among the real tokens,
+(B, T) bool masks of where they sit (the compiler's rule skip_padding): attention among the real tokens,
 without padded copies of q, k, v.
 
 * k and v may have batch size 1 while q has B: one set of keys shared by every row (e.g. the
@@ -119,7 +119,7 @@ def attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale
 
 
 # ---------------------------------------------------------------------------------------------
-# The real tokens' rows (transformer/fast/skip_padding.py): no padded copies of q, k, v
+# The real tokens' rows (the compiler's rule skip_padding): no padded copies of q, k, v
 # ---------------------------------------------------------------------------------------------
 
 def attention_forward_rows(q, k, v, q_real, k_real, scale=None, mask=None, keep=None, keep_scale=1.0):

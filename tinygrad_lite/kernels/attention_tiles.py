@@ -9,7 +9,7 @@ columns, the longest row's key count rounded up to LANES; the weights come back 
 
 The kernels read rows, q (n_q, h, d), k and v (n_k, h, .), with each batch row's first row in
 q_start / k_start: the padded layout (B, T, h, d) is the case of equal counts (`forward`,
-`backward`), and the real tokens' rows of transformer/fast/skip_padding.py are read in place when each
+`backward`), and the kept rows of the compiler's rule skip_padding are read in place when each
 batch row's real tokens come first (`forward_rows`, `backward_rows`).
 """
 import functools

@@ -144,7 +144,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float
     it must match is matmul -> softmax -> dropout -> matmul.
 
     real=(q_real, k_real), bool masks (B, T_q) and (B, T_k) of the real tokens, with heads=h: q, k, v are
-    those tokens' rows only, (n_q, h·d) and (n_k, h·d) (transformer/fast/skip_padding.py), and so is the result,
+    those tokens' rows only, (n_q, h·d) and (n_k, h·d) (the compiler's rule skip_padding), and so is the result,
     (n_q, h·d_v): attention among the real tokens, the same numbers as repad -> this op -> unpad when the mask
     hides every padding key, without the padded copies.
     """
