@@ -117,15 +117,15 @@ def padded_batches():
 def test_the_compiled_translator_skips_padding_by_rule_and_agrees_with_the_padded_plain_run(tmp_path):
     """The trainer's loss is the plain padded forward; its compiled step runs the position-wise ops on the
     rows that matter only (rule skip_padding), drawing the padded masks' entries there. So the compiled run,
-    every rule on, has the losses of an eager run of the padded forward (the skip switched off) and ends with
+    every rule on, has the losses of an eager run (--no-compile: the padded forward, op by op) and ends with
     its weights, to float rounding: one differing mask would move a weight by a full Adam step, 1.9e-4 here.
     W^K's biases are left out: their gradient is 0 in exact arithmetic, and Adam turns round-off into steps
     (issue 45's oracle)."""
     full, padded = padded_batches()
     runs, losses = {}, {}
     for compile in (True, False):
-        with fast.tricks_on(*RULE_SWITCHES) if compile else fast.tricks_off("skip_padding"):  # as the process has
-            # them otherwise: TINYGRAD_LITE_FAST=0 switches every rule off
+        with fast.tricks_on(*RULE_SWITCHES):  # as the process has them otherwise: TINYGRAD_LITE_FAST=0 switches
+            # every rule off
             trainer = Trainer(translator_config(tmp_path / str(compile), compile=compile), report=Quiet())
             losses[compile] = [trainer.train_step(batch)[0] for batch in (full, padded) * 3]
         runs[compile] = trainer
