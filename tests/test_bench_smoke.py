@@ -41,6 +41,16 @@ def test_train_throughput_quick(tmp_path):
     assert row["gflop_s_products"] > 0 and 0 < row["products_share_ours"] and "ours % of own products" in out
 
 
+def test_step_ceiling_quick(tmp_path):
+    """The products are timed inside our step, so they take less than it; the ceiling is PyTorch's step over
+    them plus Adam's update alone."""
+    out = run("step_ceiling.py", "--json", str(tmp_path / "c.jsonl"))
+    (row,) = rows(tmp_path / "c.jsonl")
+    assert 0 < row["products_ms"] < row["ours_ms"] and row["adam_ms"] > 0 and row["torch_ms"] > 0
+    assert row["ceiling"] > 0
+    assert row["copy_GBs"] > 0 and "ceiling with every other op free" in out
+
+
 def test_train_throughput_names_blas_kernels_chosen_by_the_environment(monkeypatch):
     """OPENBLAS_CORETYPE (set on some machines) overrides OpenBLAS's own kernel choice: the header
     says so, with the command that measures a default install; without it, nothing is claimed."""
