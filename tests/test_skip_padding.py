@@ -98,7 +98,7 @@ def test_a_widened_batch_keeps_its_tokens_and_its_loss():
     np.testing.assert_allclose(loss(wide), loss(Batch(src, tgt)), rtol=1e-12)
 
 
-def test_an_epochs_batches_are_widened_only_where_padding_is_skipped():
+def test_an_epochs_batches_are_widened_only_where_a_compiled_step_skips_padding():
     from transformer.train_config import TrainConfig
     from transformer.train_data import WIDTH, build_dataset, epoch_batches
     cfg = TrainConfig()
@@ -107,7 +107,10 @@ def test_an_epochs_batches_are_widened_only_where_padding_is_skipped():
         wide = epoch_batches(data, cfg, 0)
     with fast.tricks_off("skip_padding"):
         plain = epoch_batches(data, cfg, 0)
+    with fast.tricks_on("skip_padding"):
+        eager = epoch_batches(data, TrainConfig(compile=False), 0)  # no rule skips the added columns there
     assert all(b.src.shape[1] % WIDTH == 0 and (b.tgt.shape[1] - 1) % WIDTH == 0 for b in wide)
     assert any(b.src.shape[1] % WIDTH for b in plain)
+    assert [(b.src.shape, b.tgt.shape) for b in eager] == [(b.src.shape, b.tgt.shape) for b in plain]
     for w, p in zip(wide, plain):
         np.testing.assert_array_equal(w.src[:, :p.src.shape[1]], p.src)
