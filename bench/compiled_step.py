@@ -18,9 +18,9 @@ eager/compiled (> 1: the compiled step is faster).
 adds each side's peak resident memory over --memory-steps steps (a compiled side's captures among them)
 above what the process held after building the model, each side in a fresh process (peak_memory).
 
-The translator's step decides from the batch's values whether to skip <pad> rows (TRICKS.skip_padding),
-a branch a plan cannot take both ways, so its compiled side runs with that trick off, and the table
-gives eager with the trick off as well: "eager, no skip" / "compiled" is what replaying alone gains.
+The translator's compiled side runs every rule, skip_padding included, as the trainers do; its eager side
+is the plain padded step (`--no-compile`), the compiled step's oracle. Both keep freed memory in the
+process (tinygrad_lite.memory), as the trainers do.
 
     python bench/compiled_step.py --rules --workloads tiny,small,gpt
 
@@ -56,7 +56,7 @@ from train_throughput import (  # noqa: E402
 )
 
 WORKLOADS = ("mlp", "gpt", "tiny", "small")
-MEMORY = ("eager MiB", "eager, no skip MiB", "compiled MiB", "compiled/eager MiB")  # --memory's columns
+MEMORY = ("eager MiB", "compiled MiB", "compiled/eager MiB")  # --memory's columns
 
 
 def mlp(quick: bool):
@@ -169,28 +169,18 @@ def bit_exact(build, data, steps: int, plain_tricks) -> bool:
 
 
 def side_names(name: str) -> tuple:
-    """The sides of a workload: eager, (for the translator) eager without padding skips, and compiled."""
-    return ("eager", "eager, no skip", "compiled") if name in ("tiny", "small") else ("eager", "compiled")
+    """The sides of a workload: eager and compiled."""
+    return ("eager", "compiled")
 
 
 def side_step(name: str, build, side: str):
     """step(batch) -> loss of one side (see side_names), on a model of its own."""
-    from tinygrad_lite import fast
     from tinygrad_lite.compiler import compile
     _, step = build()
     if side == "eager":
         return lambda batch: float(step(*batch).data)
-    if side == "eager, no skip":
-        def eager_no_skip(batch):
-            with fast.tricks_off("skip_padding"):
-                return float(step(*batch).data)
-        return eager_no_skip
     compiled = compile(step)
-
-    def compiled_side(batch):
-        with padding_skips_off(name):
-            return float(compiled(*batch).data)
-    return compiled_side
+    return lambda batch: float(compiled(*batch).data)
 
 
 def sides(name: str, build) -> dict:
@@ -206,13 +196,6 @@ def off(*names: str):
     return fast.tricks_off(*names) if names else contextlib.nullcontext()
 
 
-def padding_skips(name: str) -> tuple:
-    """The translator's padding skips: a branch on the batch's values, which a plan cannot take both ways."""
-    return ("skip_padding",) if name in ("tiny", "small") else ()
-
-
-def padding_skips_off(name: str):
-    return off(*padding_skips(name))
 
 
 def rule_sides(name: str, build, per_rule: bool) -> dict:
@@ -227,7 +210,7 @@ def rule_sides(name: str, build, per_rule: bool) -> dict:
 
     def side(compiled, switched, names):
         def run(batch):
-            with padding_skips_off(name), switched(*names):
+            with switched(*names):
                 return float(compiled(*batch).data)
         return run
     out = {"rules off": side(rules_off, fast.tricks_off, SWITCHES),
@@ -238,7 +221,7 @@ def rule_sides(name: str, build, per_rule: bool) -> dict:
             others = tuple(s for s in SWITCHES if s != rule.switch)
 
             def run(batch, only=only, others=others, switch=rule.switch):
-                with padding_skips_off(name), off(*others), fast.tricks_on(switch):
+                with off(*others), fast.tricks_on(switch):
                     return float(only(*batch).data)
             out[f"{rule.name} only"] = run
     return out
@@ -258,7 +241,7 @@ def rules_agree(name: str, build, data, steps: int) -> tuple:
         _, step = build()
         step = wrap(step)
         tl.manual_seed(2)
-        with padding_skips_off(name), switched(*SWITCHES):
+        with switched(*SWITCHES):
             losses[side] = [float(step(*data[i % len(data)]).data) for i in range(steps)]
     return (losses["eager"] == losses["off"],
             bool(np.allclose(losses["on"], losses["off"], rtol=1e-4, atol=0)))
@@ -344,6 +327,8 @@ def main(argv=None):
         print(json.dumps(peak_memory(args.workloads, args.peak_of, args.quick, args.memory_steps)))
         return
     from tinygrad_lite.compiler.rules import SWITCHES
+    from tinygrad_lite.memory import keep_freed_memory
+    keep_freed_memory()  # as the trainers: without it the GPT recipe's step takes ~1,000 page faults (3 ms)
     rows = []
     for name in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         if name not in BUILDERS:
@@ -355,15 +340,13 @@ def main(argv=None):
             append_json(args.json, row)
             print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "workload"), flush=True)
             continue
-        exact = bit_exact(build, data, 3, lambda: off(*SWITCHES, *padding_skips(name)))
+        exact = bit_exact(build, data, 3, lambda: off(*SWITCHES))
         steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
         samples = alternate(sides(name, build), data, steps, repeats, clock=CLOCKS[args.clock])
         ms = {side: 1e3 * median(times) for side, times in samples.items()}
-        base = ms.get("eager, no skip", ms["eager"])
         row = {"workload": name, "threads": threads, "clock": args.clock, "bit_exact": exact,
                **{f"{side} ms": round(v, 3) for side, v in ms.items()},
                "eager/compiled": round(ms["eager"] / ms["compiled"], 3),
-               "same-trick eager/compiled": round(base / ms["compiled"], 3),
                **(memory(args, name) if args.memory else {})}
         rows.append(row)
         append_json(args.json, row)
@@ -375,11 +358,9 @@ def main(argv=None):
                          r["rules off ms"], r["rules on ms"], r["rules off/on"], *[r[k] for k in singles]]
                         for r in rows]))
         return
-    header = ["workload", "bit-exact", "eager ms", "eager, no skip ms", "compiled ms", "eager/compiled",
-              "same-trick eager/compiled", *(MEMORY if args.memory else ())]
-    print(markdown(header, [[r["workload"], "yes" if r["bit_exact"] else "NO", r["eager ms"],
-                             r.get("eager, no skip ms", "-"), r["compiled ms"], r["eager/compiled"],
-                             r["same-trick eager/compiled"], *(r.get(k, "-") for k in MEMORY if args.memory)]
+    header = ["workload", "bit-exact", "eager ms", "compiled ms", "eager/compiled", *(MEMORY if args.memory else ())]
+    print(markdown(header, [[r["workload"], "yes" if r["bit_exact"] else "NO", r["eager ms"], r["compiled ms"],
+                            r["eager/compiled"], *(r.get(k, "-") for k in MEMORY if args.memory)]
                             for r in rows]))
 
 

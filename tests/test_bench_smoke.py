@@ -41,6 +41,19 @@ def test_train_throughput_quick(tmp_path):
     assert row["gflop_s_products"] > 0 and 0 < row["products_share_ours"] and "ours % of own products" in out
 
 
+def test_compiled_step_quick(tmp_path):
+    """Eager against compiled, every workload: the rules-off compiled step equals eager bit for bit; with
+    --rules, the rules-on step agrees with the rules-off one (within 1e-4)."""
+    out = run("compiled_step.py", "--json", str(tmp_path / "s.jsonl"))
+    found = rows(tmp_path / "s.jsonl")
+    assert [r["workload"] for r in found] == ["mlp", "gpt", "tiny", "small"]
+    assert all(r["bit_exact"] and r["eager ms"] > 0 and r["compiled ms"] > 0 for r in found)
+    assert "| small | yes |" in out
+    run("compiled_step.py", "--rules", "--workloads", "tiny", "--json", str(tmp_path / "r.jsonl"))
+    (rule_row,) = rows(tmp_path / "r.jsonl")
+    assert rule_row["bit_exact"] and rule_row["agrees"] and rule_row["rules on ms"] > 0
+
+
 def test_step_ceiling_quick(tmp_path):
     """The products are timed inside our step, so they take less than it; the ceiling is PyTorch's step over
     them plus Adam's update alone."""
