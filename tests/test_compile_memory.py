@@ -33,10 +33,10 @@ class Watched(Capture):
     arrays: list = []
     alive_at_second: list = []  # for each capture with rewrites: how many earlier captures' op arrays were alive
 
-    def __init__(self, rewrites=None):
+    def __init__(self, rewrites=None, rows=None, forward_only=False):
         if rewrites:
             Watched.alive_at_second.append(sum(ref() is not None for ref in Watched.arrays))
-        super().__init__(rewrites)
+        super().__init__(rewrites, rows, forward_only)
         Watched.captures.append(weakref.ref(self))
 
     def apply(self, fn, op, parents, args):

@@ -197,8 +197,8 @@ def test_the_fused_op_draws_the_plain_chains_masks(monkeypatch):
             with switched(SWITCH):
                 compiled(x, memory, mask)
     assert [rule for rule, _ in plan_of(fused).fusions.values()] == ["attention"]
-    assert len(drawn["fused"]) == 5 and len(drawn["plain"]) == 4  # captures (the fused side: plain, then fused),
-    # then 3 replays each
+    assert len(drawn["fused"]) == len(drawn["plain"]) == 5  # a capture's two dry runs (the forward alone, then
+    # the whole step, fused or plain), then 3 replays each
     for a, b in zip(drawn["fused"][-3:], drawn["plain"][-3:]):
         assert a.shape == (2, 2, 5, 5) and 0.3 < a.mean() < 0.7
         np.testing.assert_array_equal(a, b)

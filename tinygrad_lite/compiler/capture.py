@@ -25,6 +25,11 @@ from .rules.skip_padding import kept_rows, row_version
 from .traced import CompileError, Input, Rows, Traced, plain, step_site, traced
 
 
+class ForwardDone(BaseException):
+    """Raised at backward() by a capture that records the forward only (the rules read no more). A
+    BaseException, so that a step's own `except Exception` around backward() lets it through."""
+
+
 class Pending:
     """The result of a recorded call during capture: known only when the plan runs."""
 
@@ -66,9 +71,12 @@ class SpaceArrays:
 class Capture:
     """The program of one step, written while the step runs once (see the module docstring)."""
 
-    def __init__(self, rewrites: dict | None = None, rows=None):
+    def __init__(self, rewrites: dict | None = None, rows=None, forward_only: bool = False):
         self.rewrites = rewrites or {}  # op index -> rules.Defer or rules.Fuse (from a first capture)
         self.rows = rows                # rules.skip_padding.Rows: the ops that run on a padded batch's kept rows
+        self.forward_only = forward_only  # stop at backward(): the records up to it are all the rules read
+        self.stopped = False            # whether it stopped there (its records are the forward's only)
+        self.backward_reached = False   # whether the step called backward() (what a refusal came after)
         self.spaces: dict = {}          # its space -> SpaceArrays
         self.records: list = []         # rules.Record of each op, by index (None where deferred)
         self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
@@ -358,6 +366,13 @@ class Capture:
 
     def backward(self, root, grad):
         """autograd.run_backward while capturing: the same walk, the same sums in the same order, noted."""
+        self.backward_reached = True
+        if self.forward_only:
+            for leaf, _ in self.leaves:
+                if leaf.requires_grad:
+                    self._grad_unset(leaf)
+            self.stopped = True
+            raise ForwardDone
         if retains_all_grads():
             raise CompileError("compile: retain_grads() keeps intermediate gradients, which a plan does not hold")
         seed = self.new()
@@ -412,12 +427,16 @@ class Capture:
 
     def _show_grad(self, leaf, g):
         """During capture a leaf's .grad is a Traced view of its gradient: reading it raises; put back after."""
-        if id(leaf) not in self.grads_before and leaf.grad is not self.grad_seen.get(id(leaf), leaf.grad):
-            raise CompileError(f"compile: the step sets the .grad of a {leaf.shape} leaf itself before backward(); a "
-                               "plan replays ops and recorded calls only: clear gradients with optimizer.zero_grad()")
         if id(leaf) not in self.grads_before:
+            self._grad_unset(leaf)
             self.grads_before[id(leaf)] = (leaf, leaf.grad)
         leaf.grad = traced(g)
+
+    def _grad_unset(self, leaf):
+        """Refuse a step that set a leaf's .grad itself between an op reading the leaf and backward()."""
+        if leaf.grad is not self.grad_seen.get(id(leaf), leaf.grad):
+            raise CompileError(f"compile: the step sets the .grad of a {leaf.shape} leaf itself before backward(); a "
+                               "plan replays ops and recorded calls only: clear gradients with optimizer.zero_grad()")
 
     def restore(self):
         for leaf, grad in self.grads_before.values():

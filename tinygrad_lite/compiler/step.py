@@ -17,7 +17,7 @@ from .. import fast, random
 from ..autograd import capturing, is_anomaly_enabled, is_capturing, is_grad_enabled, retains_all_grads
 from ..kernels.backend import use_numba
 from . import rules
-from .capture import Capture
+from .capture import Capture, ForwardDone
 from .plan import FALLBACK, Plan
 from .shapes import SharedPlans, split
 from .traced import CompileError
@@ -87,18 +87,19 @@ class CompiledStep:
         return self.shared is not None and family not in self.shared.differing
 
     def capture(self, args: tuple) -> Plan:
-        """Run fn dry on args and return its plan (nothing the step changes is changed): once to
-        record its ops, once more with what the rewrite rules fuse, if they fuse anything, and once more
-        on a padded batch's kept rows, if rule skip_padding finds them; rule flat_optimizer then edits the
-        optimizer's step. The rules are those switched on now, at the call (the signature's switches),
-        whatever the step switches."""
+        """Run fn dry on args and return its plan (nothing the step changes is changed): its forward, up
+        to backward(), to record the ops the rewrite rules read; then the whole step, with what they fuse
+        (or plain, if they fuse nothing); once more on a padded batch's kept rows, if rule skip_padding
+        finds them; rule flat_optimizer then edits the optimizer's step. The rules are those switched on
+        now, at the call (the signature's switches), whatever the step switches."""
         switched_on = rules.switched_on()
         skip = fast.TRICKS.skip_padding
-        capture = self._capture(args, Capture())
+        capture = self._capture(args, Capture(forward_only=True))
         rewrites = rules.find(capture.records, switched_on)
         if rewrites:
-            capture = self._capture(args, Capture(rewrites))
-            capture.check_rewrites()
+            capture = self._fused(args, rewrites, capture.stopped, switched_on)
+        elif capture.stopped:
+            capture = self._capture(args, Capture())
         rows = rules.SKIP_PADDING.find(capture.records) if skip else None
         if rows is not None:
             capture = self._capture(args, Capture(rewrites, rows))
@@ -107,6 +108,23 @@ class CompiledStep:
             rules.FLAT_OPTIMIZER.rewrite(capture)
         self.captures += 1
         return Plan(capture, capture.result)
+
+    def _fused(self, args: tuple, rewrites: dict, from_forward: bool, switched_on: tuple) -> Capture:
+        """The whole step captured with `rewrites`. Found on the forward alone (from_forward), they may fuse
+        an op whose output the step reads after backward() (returns it, say): that capture then refuses
+        after backward(), and the rules read the whole plain step instead. A refusal before backward() is
+        the step's own: it ran other ops than its forward-only run did."""
+        capture = Capture(rewrites)
+        try:
+            self._capture(args, capture)
+            capture.check_rewrites()
+            return capture
+        except CompileError:
+            if not (from_forward and capture.backward_reached):
+                raise
+        capture = self._capture(args, Capture())
+        rewrites = rules.find(capture.records, switched_on)
+        return self._fused(args, rewrites, False, switched_on) if rewrites else capture
 
     def _capture(self, args: tuple, capture: Capture) -> Capture:
         views = [capture.input(i, a) if _is_array(a) else
@@ -123,6 +141,8 @@ class CompiledStep:
                 capture.result = capture.output(result)
                 if capture.rows is not None:
                     capture.finish_rows()
+        except ForwardDone:
+            pass  # a forward-only capture reached backward(): its records are complete
         finally:
             random.set_rng_state(rng_state)
             capture.restore()
