@@ -56,6 +56,7 @@ from train_throughput import (  # noqa: E402
 )
 
 WORKLOADS = ("mlp", "gpt", "tiny", "small")
+SIDES = ("eager", "compiled")
 MEMORY = ("eager MiB", "compiled MiB", "compiled/eager MiB")  # --memory's columns
 
 
@@ -168,13 +169,8 @@ def bit_exact(build, data, steps: int, plain_tricks) -> bool:
     return all(np.array_equal(a.data, b.data) for a, b in zip(eager_model.parameters(), compiled_model.parameters()))
 
 
-def side_names(name: str) -> tuple:
-    """The sides of a workload: eager and compiled."""
-    return ("eager", "compiled")
-
-
-def side_step(name: str, build, side: str):
-    """step(batch) -> loss of one side (see side_names), on a model of its own."""
+def side_step(build, side: str):
+    """step(batch) -> loss of one side (SIDES), on a model of its own."""
     from tinygrad_lite.compiler import compile
     _, step = build()
     if side == "eager":
@@ -183,9 +179,9 @@ def side_step(name: str, build, side: str):
     return lambda batch: float(compiled(*batch).data)
 
 
-def sides(name: str, build) -> dict:
+def sides(build) -> dict:
     """{side: step(batch)}, each side on its own model."""
-    return {side: side_step(name, build, side) for side in side_names(name)}
+    return {side: side_step(build, side) for side in SIDES}
 
 
 def off(*names: str):
@@ -196,9 +192,7 @@ def off(*names: str):
     return fast.tricks_off(*names) if names else contextlib.nullcontext()
 
 
-
-
-def rule_sides(name: str, build, per_rule: bool) -> dict:
+def rule_sides(build, per_rule: bool) -> dict:
     """{side: step(batch)}: the step compiled with the rules off and on (and, per_rule, with each rule
     alone on)."""
     from tinygrad_lite import fast
@@ -227,7 +221,7 @@ def rule_sides(name: str, build, per_rule: bool) -> dict:
     return out
 
 
-def rules_agree(name: str, build, data, steps: int) -> tuple:
+def rules_agree(build, data, steps: int) -> tuple:
     """(rules off bit-exact with eager; rules on within 1e-4 of rules off), loss by loss over `steps`
     steps from one seed."""
     import tinygrad_lite as tl
@@ -249,9 +243,9 @@ def rules_agree(name: str, build, data, steps: int) -> tuple:
 
 def measure_rules(args, name: str, build, data) -> dict:
     """One row of --rules: medians per side and their ratios."""
-    exact, agrees = rules_agree(name, build, data, 3)
+    exact, agrees = rules_agree(build, data, 3)
     steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
-    samples = alternate(rule_sides(name, build, args.per_rule), data, steps, repeats, clock=CLOCKS[args.clock])
+    samples = alternate(rule_sides(build, args.per_rule), data, steps, repeats, clock=CLOCKS[args.clock])
     ms = {side: 1e3 * median(times) for side, times in samples.items()}
     spread = {side: (1e3 * min(times), 1e3 * max(times)) for side, times in samples.items()}
     return {"workload": name, "threads": args.threads, "clock": args.clock, "bit_exact": exact, "agrees": agrees,
@@ -272,12 +266,12 @@ def peak_memory(name: str, side: str, quick: bool, steps: int) -> dict:
 
     from tinygrad_lite.memory import keep_freed_memory
     build, data = BUILDERS[name](quick)
-    for warm in side_names(name):
-        side_step(name, build, warm)(data[0])
+    for warm in SIDES:
+        side_step(build, warm)(data[0])
     gc.collect()
     ctypes.CDLL(None).malloc_trim(0)
     keep_freed_memory()
-    run = side_step(name, build, side)
+    run = side_step(build, side)
     if not reset_peak():
         raise RuntimeError("peak_memory: the peak RSS cannot be reset here (Linux's /proc/self/clear_refs)")
     base = status_kb("VmRSS")
@@ -293,7 +287,7 @@ def memory(args, name: str) -> dict:
     """{"<side> MiB": the peak RSS over --memory-steps steps above the RSS after building}, each side in a
     fresh process (one process's freed memory would serve the next side)."""
     out = {}
-    for side in side_names(name):
+    for side in SIDES:
         command = [sys.executable, __file__, "--peak-of", side, "--workloads", name, "--threads", str(args.threads),
                    "--memory-steps", str(args.memory_steps), *(["--quick"] if args.quick else [])]
         done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -342,7 +336,7 @@ def main(argv=None):
             continue
         exact = bit_exact(build, data, 3, lambda: off(*SWITCHES))
         steps, repeats = (1, 1) if args.quick else (args.steps, args.repeats)
-        samples = alternate(sides(name, build), data, steps, repeats, clock=CLOCKS[args.clock])
+        samples = alternate(sides(build), data, steps, repeats, clock=CLOCKS[args.clock])
         ms = {side: 1e3 * median(times) for side, times in samples.items()}
         row = {"workload": name, "threads": threads, "clock": args.clock, "bit_exact": exact,
                **{f"{side} ms": round(v, 3) for side, v in ms.items()},
