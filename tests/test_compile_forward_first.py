@@ -51,7 +51,7 @@ def dry_runs(monkeypatch) -> list:
         except Exception:
             runs.append((capture.forward_only, "refused"))
             raise
-        runs.append((done.forward_only, done.stopped, len(done.records)))
+        runs.append((done.forward_only, done.forward_only and done.backward_reached, len(done.records)))
         return done
     monkeypatch.setattr(compiler_step.CompiledStep, "_capture", recording)
     return runs

@@ -75,8 +75,7 @@ class Capture:
         self.rewrites = rewrites or {}  # op index -> rules.Defer or rules.Fuse (from a first capture)
         self.rows = rows                # rules.skip_padding.Rows: the ops that run on a padded batch's kept rows
         self.forward_only = forward_only  # stop at backward(): the records up to it are all the rules read
-        self.stopped = False            # whether it stopped there (its records are the forward's only)
-        self.backward_reached = False   # whether the step called backward() (what a refusal came after)
+        self.backward_reached = False   # whether the step called backward() (forward_only: stopped there)
         self.spaces: dict = {}          # its space -> SpaceArrays
         self.records: list = []         # rules.Record of each op, by index (None where deferred)
         self.made_by: dict = {}         # id(Tensor) -> index of the op that made it
@@ -371,7 +370,6 @@ class Capture:
             for leaf, _ in self.leaves:
                 if leaf.requires_grad:
                     self._grad_unset(leaf)
-            self.stopped = True
             raise ForwardDone
         if retains_all_grads():
             raise CompileError("compile: retain_grads() keeps intermediate gradients, which a plan does not hold")

@@ -97,8 +97,8 @@ class CompiledStep:
         capture = self._capture(args, Capture(forward_only=True))
         rewrites = rules.find(capture.records, switched_on)
         if rewrites:
-            capture = self._fused(args, rewrites, capture.stopped, switched_on)
-        elif capture.stopped:
+            capture = self._fused(args, rewrites, capture.backward_reached, switched_on)
+        elif capture.backward_reached:  # stopped there: the plan needs the whole step
             capture = self._capture(args, Capture())
         rows = rules.SKIP_PADDING.find(capture.records) if skip else None
         if rows is not None:
