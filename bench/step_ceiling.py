@@ -80,7 +80,7 @@ def ceiling(cfg, repeats: int) -> dict:
         ours.step(batch)
         theirs.step(batch)
     params = list(ours_model.parameters())
-    adam = Adam(params, lr=1e-12, betas=(0.9, 0.98), eps=1e-9)  # the step's own update, on its gradients
+    adam = Adam(params, lr=1e-12, betas=(0.9, 0.98), eps=1e-9)  # the step's update, on its gradients (lr: barely moves)
     adam.step()
     samples = {"torch": [], "ours": [], "products": [], "adam": []}
     for r in range(repeats):
