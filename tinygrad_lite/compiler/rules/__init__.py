@@ -14,8 +14,9 @@ edits the finished program's optimizer step.
 A rule's "Gain" is its step's time with all rules off over the time with it alone on, the boxes plain
 (`python bench/compiled_step.py --rules --per-rule`: medians of 15 alternating samples, 1 thread, CPU
 clock), as ranges over 3 to 7 runs on 2026-12-06 (2-core Xeon, AVX-512, shared: load 2.8 to 6); three
-runs on 2026-12-07 (load under 1) fell within them. That harness reads about 2% in favour of "rules off"
-even for rules that match nothing: a gain below 2-3% is none.
+runs on 2026-12-07 (7 samples, load under 1) fell within them, but for add_dropout on SMALL at 1-4%. On
+an MLP that harness read about 2% in favour of "rules off" even for rules that match nothing: a gain
+below 2-3% is none.
 """
 from __future__ import annotations
 
