@@ -113,3 +113,35 @@ def test_a_step_without_backward_is_captured_in_one_run(monkeypatch):
     x = np.ones((4, 3))
     assert float(step(x).data) == float((F.linear(Tensor(x), w) * 2.0).sum().data)
     assert runs == [(True, False, 3)]
+
+
+def test_after_a_refused_fusion_the_kept_rows_capture_fuses_what_the_whole_step_allows():
+    """The forward lets linear -> relu -> dropout fuse, but after backward() a probe reads the ReLU's output:
+    that capture refuses and the whole plain step fuses linear -> relu only. Rule skip_padding then finds the
+    padded batch's kept rows, and their capture must use those rewrites, not the forward's (which raised
+    CompileError on this valid step). The plan runs on the rows and gives eager mode's losses and gradients."""
+    r = np.random.default_rng(0)
+    emb, w1, b1, w2, w3 = (Tensor(r.standard_normal(shape) * 0.4, requires_grad=True)
+                           for shape in ((10, 6), (12, 6), (12,), (10, 12), (10, 12)))
+
+    def step(batch):
+        ids, targets = batch
+        a = F.linear(F.embedding(ids, emb), w1, b1).relu()
+        y = F.linear(F.dropout(a, 0.3, True), w2)
+        loss = F.cross_entropy(y.reshape(-1, 10), targets.reshape(-1), ignore_index=0)
+        loss.backward()
+        probe = F.cross_entropy(F.linear(a, w3).reshape(-1, 10), targets.reshape(-1), ignore_index=0)
+        return loss, probe
+
+    ids, targets = np.array([[3, 4, 5, 0], [6, 7, 0, 0]]), np.array([[4, 5, 1, 0], [7, 2, 0, 0]])
+    params = (emb, w1, b1, w2)
+    with fast.tricks_on("fused_ffn", "skip_padding"):
+        eager = run(step, params, (ids, targets))
+        compiled = compile(step)
+        replays = [run(compiled, params, (ids, targets)) for _ in range(2)]
+    plan = plan_of(compiled)
+    assert [names for _, names in plan.fusions.values()] == [("linear", "relu")]
+    assert plan.rows  # the ops ran on the kept rows
+    for values, grads in replays:
+        for a, b in zip(eager[0] + eager[1], values + grads):
+            np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)

@@ -102,7 +102,7 @@ class CompiledStep:
             capture = self._capture(args, Capture())
         rows = rules.SKIP_PADDING.find(capture.records) if skip else None
         if rows is not None:
-            capture = self._capture(args, Capture(rewrites, rows))
+            capture = self._capture(args, Capture(capture.rewrites, rows))
             capture.check_rewrites()
         if fast.TRICKS.flat_optimizer:
             rules.FLAT_OPTIMIZER.rewrite(capture)
