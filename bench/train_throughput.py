@@ -21,7 +21,9 @@ positions of the decoder's output) per second; "ours/torch" > 1 means we are fas
 FLOPs: each step's matrix products (`step_products`: the linear layers, the generator and the
 attention blocks, forward plus the two backward products of each, 3x the forward) are counted
 and also run alone on OpenBLAS (NumPy's matmul, float32, same shapes) as a third side of the same
-alternation: the matmul-only time is the step's BLAS-bound limit. The products counted are those
+alternation: the matmul-only time is the step's BLAS-bound limit. Where oneMKL is installed (the `mkl`
+wheel, which our Linears then multiply on, as torch's do: kernels.mkl), the 2-D products run on it too,
+a fifth side, and the bound is the faster of the two BLAS. The products counted are those
 a step needs: the position-wise layers on the batch's real tokens (our compiled step skips <pad> there:
 the compiler's rule skip_padding; with --no-compile our plain boxes, like torch's nn.Transformer, compute
 every position: "padded GFLOP").
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.metadata
 import json
 import math
 import os
@@ -142,9 +145,17 @@ def environment(threads: int, torch) -> dict:
         "kernel_backend": get_backend(),
         "versions": (f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
                      f"torch {torch.__version__ if torch else 'not installed'}"),
-        "blas": "; ".join(blas),
+        "blas": "; ".join(blas + ([f"oneMKL {importlib.metadata.version('mkl')} (sequential; kernels.mkl)"]
+                                   if mkl_bound() else [])),
         "vector_isa": vector_isa(torch),
     }
+
+
+def mkl_bound() -> bool:
+    """Whether oneMKL runs here (the `mkl` wheel: kernels.mkl): then the BLAS bound is the faster of OpenBLAS
+    and oneMKL on the step's products, since our engine's Linears multiply on oneMKL there, as torch's do."""
+    from tinygrad_lite.kernels import mkl
+    return mkl.available()
 
 
 def vector_isa(torch) -> str:
@@ -351,10 +362,12 @@ def real_rows(batches: list) -> tuple[int, int]:
 
 
 def blas_step(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = None, dtype=np.float32,
-              engine: bool = False):
+              engine: bool = False, mkl: bool = False):
     """A function that runs every product of one step once (OpenBLAS through NumPy's matmul,
     float32, on random operands made here): the matmul-only time of a step, its BLAS-bound limit.
-    engine=True: the 2-D (Linear) products on our engine's own product, nn.functional._product."""
+    engine=True: the 2-D (Linear) products on our engine's own product, nn.functional._product.
+    mkl=True: the 2-D products on oneMKL (kernels.mkl; the batched ones stay on NumPy's matmul)."""
+    from tinygrad_lite.kernels import mkl as onemkl
     from tinygrad_lite.nn.functional import _product
     rng = np.random.default_rng(0)
     operands = []
@@ -368,6 +381,8 @@ def blas_step(cfg: BenchConfig, rows_s: int | None = None, rows_t: int | None = 
             for _ in range(count):
                 if engine and a.ndim == 2:
                     _product(a, b)
+                elif mkl and a.ndim == 2:
+                    onemkl.product(a, b)
                 else:
                     np.matmul(a, b, out=out)
     return run
@@ -521,11 +536,15 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
     batches = random_batches(cfg, 4)
     loss_ours, loss_torch = check_same_loss(ours, theirs, batches[0])
     rows = real_rows(batches)
-    samples = alternate({"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg, *rows),
-                         "products": blas_step(cfg, *rows, engine=True)}, batches,
-                        cfg.steps, cfg.repeats, clock=CLOCKS[clock])
+    sides = {"ours": ours.step, "torch": theirs.step, "blas": blas_step(cfg, *rows),
+             "products": blas_step(cfg, *rows, engine=True)}
+    if mkl_bound():
+        sides["mkl"] = blas_step(cfg, *rows, mkl=True)
+    samples = alternate(sides, batches, cfg.steps, cfg.repeats, clock=CLOCKS[clock])
     tokens_per_step = float(np.mean([b.target_tokens for b in batches]))
-    t_ours, t_torch, t_blas = median(samples["ours"]), median(samples["torch"]), median(samples["blas"])
+    t_ours, t_torch, t_openblas = median(samples["ours"]), median(samples["torch"]), median(samples["blas"])
+    t_mkl = median(samples["mkl"]) if "mkl" in samples else None
+    t_blas = t_openblas if t_mkl is None else min(t_openblas, t_mkl)
     t_products = median(samples["products"])
     flops = step_flops(cfg, *rows)
     row = {
@@ -539,7 +558,9 @@ def bench_config(cfg: BenchConfig, threads: int, torch, with_memory: bool = True
         "spread_torch_pct": 100 * (max(samples["torch"]) - min(samples["torch"])) / t_torch,
         "initial_loss_ours": loss_ours, "initial_loss_torch": loss_torch,
         "matmul_gflop_per_step": flops / 1e9, "padded_gflop_per_step": step_flops(cfg) / 1e9,
-        "ms_per_step_blas": 1e3 * t_blas,
+        "ms_per_step_blas": 1e3 * t_blas, "ms_per_step_openblas": 1e3 * t_openblas,
+        "ms_per_step_mkl": None if t_mkl is None else 1e3 * t_mkl,
+        "bound_blas": "OpenBLAS" if t_blas == t_openblas else "oneMKL",
         "gflop_s_ours": flops / t_ours / 1e9, "gflop_s_torch": flops / t_torch / 1e9,
         "gflop_s_blas": flops / t_blas / 1e9,
         "blas_bound_share_ours": t_blas / t_ours, "blas_bound_share_torch": t_blas / t_torch,
@@ -566,11 +587,12 @@ def print_table(rows: list) -> None:
              r.get("train_delta_mb_torch", "-")] for r in rows]
     print(markdown(header, body))
     print()
-    header = ["config", "threads", "matmul GFLOP/step", "padded GFLOP/step", "BLAS-bound ms/step", "BLAS GFLOP/s",
+    header = ["config", "threads", "matmul GFLOP/step", "padded GFLOP/step", "BLAS-bound ms/step", "bound's BLAS",
+              "BLAS GFLOP/s",
               "ours GFLOP/s", "torch GFLOP/s", "ours % of bound", "torch % of bound", "own products ms/step",
               "own products GFLOP/s", "ours % of own products"]
     body = [[r["config"], r["threads"], r["matmul_gflop_per_step"], r["padded_gflop_per_step"],
-             r["ms_per_step_blas"], r["gflop_s_blas"],
+             r["ms_per_step_blas"], r["bound_blas"], r["gflop_s_blas"],
              r["gflop_s_ours"], r["gflop_s_torch"], 100 * r["blas_bound_share_ours"],
              100 * r["blas_bound_share_torch"], r["ms_per_step_products"], r["gflop_s_products"],
              100 * r["products_share_ours"]] for r in rows]
@@ -626,7 +648,9 @@ def main(argv=None):
                   f"ratio {row['ratio_ours_over_torch']:.2f} (initial loss {row['initial_loss_ours']:.4f} vs "
                   f"{row['initial_loss_torch']:.4f}); {row['gflop_s_ours']:.1f} vs {row['gflop_s_torch']:.1f} "
                   f"GFLOP/s, {100 * row['blas_bound_share_ours']:.0f}% vs {100 * row['blas_bound_share_torch']:.0f}% "
-                  f"of the BLAS bound ({row['gflop_s_blas']:.1f} GFLOP/s); ours "
+                  f"of the BLAS bound ({row['gflop_s_blas']:.1f} GFLOP/s, {row['bound_blas']}"
+                  + (f"; OpenBLAS {row['ms_per_step_openblas']:.2f} ms, oneMKL {row['ms_per_step_mkl']:.2f} ms"
+                     if row["ms_per_step_mkl"] is not None else "") + "); ours "
                   f"{100 * row['products_share_ours']:.0f}% of its own products' bound "
                   f"({row['gflop_s_products']:.1f} GFLOP/s)", flush=True)
             append_json(args.json, row)

@@ -230,3 +230,18 @@ def test_a_replay_adopts_fresh_gradients_and_copies_shared_ones(monkeypatch):
     owns = {id(leaf): own for leaf, own in adopted}
     assert owns[id(w3)] and sorted((owns[id(w1)], owns[id(w2)])) == [False, True]  # the second holder adopts
     assert w1.grad is not w2.grad
+
+
+def test_a_gradient_a_numba_kernel_made_is_adopted_when_alone_and_copied_when_shared():
+    """A Numba kernel's output views memory that a Numba MemInfo owns, not an array: the count still decides."""
+    numba = pytest.importorskip("numba")
+    from tinygrad_lite.compiler import leaf_grads
+    make = numba.njit(lambda: np.ones((3, 3)))
+    for shared in (False, True):
+        leaf = Tensor(np.zeros((3, 3)), requires_grad=True)
+        v1 = make()
+        assert v1.base is not None and not isinstance(v1.base, np.ndarray)
+        other = v1 if shared else None
+        leaf_grads.into_leaf_at_replay(leaf, v1, False)
+        assert (leaf.grad is v1) is not shared and other is (v1 if shared else None)
+        np.testing.assert_array_equal(leaf.grad, np.ones((3, 3)))

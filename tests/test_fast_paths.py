@@ -72,10 +72,10 @@ def transformer_step(dtype=np.float64):
     return [loss.data, logits.data] + [p.grad for p in model.parameters()]
 
 
-ROUNDED = ("decoder_kernel", "decoder_layouts", "skip_padding", "panel_products", "fused_attention",
+ROUNDED = ("decoder_kernel", "decoder_layouts", "skip_padding", "panel_products", "mkl_products", "fused_attention",
            "attention_kernels", "gpt_kernel")
 # equal to rounding only: tests/test_decoder_kernel.py, tests/test_skip_padding.py, tests/test_panels.py,
-#   tests/test_fused_attention.py, tests/test_plain_path.py, tests/test_gpt_sampling.py, below
+#   tests/test_mkl.py, tests/test_fused_attention.py, tests/test_plain_path.py, tests/test_gpt_sampling.py, below
 BIT_EXACT = tuple(n for n in fast.NAMES if n not in ROUNDED)
 
 

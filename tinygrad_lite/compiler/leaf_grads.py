@@ -29,10 +29,12 @@ def _alone(g) -> bool:
 
 
 def _references(g) -> tuple:
-    """(references to g, references to the array whose memory it views: 0 if g owns its own, huge if that
-    array is a view too)."""
+    """(references to g, references to what owns the memory it views: 0 if g owns its own, huge if that is a
+    view too). The owner may be an array, or another buffer: a Numba kernel's output is a view of its MemInfo."""
     base = g.base
-    return sys.getrefcount(g), 0 if base is None else sys.getrefcount(base) if base.base is None else 1 << 62
+    if base is None:
+        return sys.getrefcount(g), 0
+    return sys.getrefcount(g), 1 << 62 if getattr(base, "base", None) is not None else sys.getrefcount(base)
 
 
 def _references_when_alone() -> tuple:

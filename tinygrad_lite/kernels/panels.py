@@ -6,7 +6,8 @@
     panel_linear_numba(x, panels, bias) -> y       the same from Python; panel_linear_numpy, its NumPy twin
     panel_matmul_numba(a, b) -> a · b              b packed on the way: for a Linear's training products
     linear_product_numba(a, b) -> a · b            the twin of nn.functional's op linear_product: the panels
-                                                   where beats_blas(a, b) says so (trick panel_products), else BLAS
+                                                   where beats_blas(a, b) says so (trick panel_products), else
+                                                   oneMKL where installed (trick mkl_products), else BLAS
 
 Panel p holds columns 32p .. 32p + 31 of Wᵀ, row after row (zeros past column n): the 32 weights a
 step of the product needs lie side by side, in the order the product reads them. OpenBLAS packs
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..fast import TRICKS
 from ..threads import ensure_num_threads, get_num_threads
-from . import simd
+from . import mkl, simd
 from .backend import lazy_kernels, load_numba, use_numba
 
 PANEL = 32   # columns of Wᵀ in a panel: two 16-float vectors
@@ -149,10 +150,13 @@ def panel_matmul_numba(a, b):
 
 def linear_product_numba(a, b):
     """a @ b, a Linear's product (the twin of nn.functional's linear_product): on the panel micro-kernel
-    where beats_blas(a, b) says it is faster and the trick panel_products is on, else NumPy's BLAS."""
+    where beats_blas(a, b) says it is faster and the trick panel_products is on; else on oneMKL where it
+    is installed and serves these operands (trick mkl_products, kernels.mkl); else NumPy's BLAS."""
     ensure_num_threads()  # before beats_blas reads the count (tinygrad_lite.threads)
     if TRICKS.panel_products and beats_blas(a, b):
         return panel_matmul_numba(a, b)
+    if TRICKS.mkl_products and mkl.serves(a, b):
+        return mkl.product(a, b)
     return a @ b
 
 

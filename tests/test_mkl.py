@@ -1,0 +1,121 @@
+"""kernels.mkl: a Linear's products on Intel's oneMKL (trick mkl_products), against the formula `a @ b` in
+float64, in every layout a Linear's three products pass (x·Wᵀ, g·W, gᵀ·x); where it declines; and that it is
+reproducible bit for bit wherever the operands lie in memory. The products run where the `mkl` wheel is
+installed (the extras mkl and bench; CI installs it), and those tests skip elsewhere; the rule `serves` is
+tested everywhere."""
+import numpy as np
+import pytest
+
+from tinygrad_lite import fast
+from tinygrad_lite.kernels import mkl, panels, use_backend
+
+needs_mkl = pytest.mark.skipif(not mkl.available(), reason="the mkl wheel is not installed (pip install .[mkl])")
+
+
+@pytest.fixture
+def one_thread(monkeypatch):
+    monkeypatch.setattr(mkl, "get_num_threads", lambda: 1)
+
+
+def operands(M, K, n, dtype, layout, seed=0):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((M, K)).astype(dtype), rng.standard_normal((K, n)).astype(dtype)
+    if layout in ("a transposed", "both transposed"):
+        a = np.ascontiguousarray(a.T).T  # gᵀ as a Linear's backward passes it: a view, not a copy
+    if layout in ("b transposed", "both transposed"):
+        b = np.ascontiguousarray(b.T).T  # Wᵀ
+    return a, b
+
+
+@needs_mkl
+@pytest.mark.parametrize("M, K, n", [(1, 1, 1), (1, 7, 5), (9, 1, 33), (70, 40, 50), (257, 130, 65), (3, 600, 2)])
+@pytest.mark.parametrize("layout", ["contiguous", "a transposed", "b transposed", "both transposed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_product_is_the_formula_to_rounding(one_thread, M, K, n, layout, dtype):
+    a, b = operands(M, K, n, dtype, layout, seed=M + K * 3 + n * 7)
+    assert mkl.serves(a, b)
+    got = mkl.product(a, b)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    eps = np.finfo(dtype).eps
+    bound = 4 * K * eps * (np.abs(a).astype(np.float64) @ np.abs(b)) + np.finfo(dtype).tiny
+    assert got.shape == (M, n) and got.dtype == dtype and got.flags.c_contiguous
+    assert (np.abs(got - exact) <= bound).all()
+    assert (np.abs(mkl.reference_product(a, b) - exact) <= bound).all()
+
+
+@needs_mkl
+def test_the_same_operands_give_the_same_bits_wherever_they_lie(one_thread):
+    """Conditional numerical reproducibility (MKL_CBWR_STRICT): a resumed run's arrays sit at other addresses."""
+    rng = np.random.default_rng(1)
+    a0, b0 = rng.standard_normal((257, 130)).astype(np.float32), rng.standard_normal((130, 300)).astype(np.float32)
+    first = mkl.product(a0, b0)
+    for offset in range(1, 16):
+        a = np.empty(a0.size + 16, np.float32)[offset:offset + a0.size].reshape(a0.shape)
+        b = np.empty(b0.size + 16, np.float32)[16 - offset:16 - offset + b0.size].reshape(b0.shape)
+        a[...], b[...] = a0, b0
+        np.testing.assert_array_equal(mkl.product(a, b), first)
+
+
+@pytest.mark.parametrize("case", ["strided", "3-D", "mixed dtypes", "integers", "float16", "no rows", "no columns",
+                                  "empty sum"])
+def test_it_declines_what_gemm_cannot_take_as_it_is(one_thread, case):
+    a, b = np.ones((6, 4), np.float32), np.ones((4, 5), np.float32)
+    a, b = {"strided": (a[::2], b[:, ::2][:3]), "3-D": (a[None], b), "mixed dtypes": (a, b.astype(np.float64)),
+            "integers": (a.astype(np.int64), b.astype(np.int64)),
+            "float16": (a.astype(np.float16), b.astype(np.float16)), "no rows": (a[:0], b),
+            "no columns": (a, b[:, :0]), "empty sum": (a[:, :0], b[:0])}[case]
+    assert not mkl.serves(a, b)
+
+
+@pytest.mark.parametrize("threads", [2, None])
+def test_it_declines_unless_the_engine_runs_one_thread(monkeypatch, threads):
+    monkeypatch.setattr(mkl, "get_num_threads", lambda: threads)
+    assert not mkl.serves(np.ones((6, 4), np.float32), np.ones((4, 5), np.float32))
+
+
+def test_without_the_wheel_there_is_no_library(monkeypatch):
+    import importlib.metadata
+
+    def absent(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "distribution", absent)
+    assert mkl.library_path() is None
+
+
+def a_linear_step(dtype=np.float32):
+    """Output and every gradient of a Linear on 70 rows, 40 -> 50 features."""
+    import tinygrad_lite as tl
+    from tinygrad_lite import Tensor, nn
+    from tinygrad_lite.nn import functional as F
+    tl.manual_seed(0)
+    rng = np.random.default_rng(3)
+    lin = nn.Linear(40, 50, dtype=dtype)
+    x = Tensor(rng.standard_normal((2, 35, 40)).astype(dtype), requires_grad=True)
+    out = F.linear(x, lin.weight, lin.bias)
+    (out * Tensor(rng.standard_normal(out.shape).astype(dtype))).sum().backward()
+    return [out.data, x.grad, lin.weight.grad, lin.bias.grad]
+
+
+@needs_mkl
+@pytest.mark.parametrize("on", [True, False])
+def test_a_linears_three_products_run_on_mkl_with_the_trick_and_match_the_formula(monkeypatch, one_thread, on):
+    calls = []
+    product = mkl.product
+    monkeypatch.setattr(mkl, "product", lambda a, b: calls.append(a.shape + b.shape) or product(a, b))
+    monkeypatch.setattr(panels, "beats_blas", lambda a, b: False)
+    switch = fast.tricks_on if on else fast.tricks_off
+    with use_backend("numba"), switch("mkl_products"):
+        got = a_linear_step()
+    assert calls == ([(70, 40, 40, 50), (70, 50, 50, 40), (50, 70, 70, 40)] if on else [])  # x·Wᵀ, g·W, gᵀ·x
+    for g, exact in zip(got, a_linear_step(np.float64)):
+        np.testing.assert_allclose(g, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
+
+
+def test_the_formula_path_never_calls_mkl(monkeypatch, one_thread):
+    expected = a_linear_step(np.float64)
+    monkeypatch.setattr(mkl, "product", lambda a, b: pytest.fail("oneMKL ran on the formula path"))
+    monkeypatch.setattr(mkl, "available", lambda: True)
+    with fast.plain():
+        got = a_linear_step()
+    for g, exact in zip(got, expected):
+        np.testing.assert_allclose(g, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
