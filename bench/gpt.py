@@ -19,8 +19,9 @@ the same batches in the same order, so their losses at equal steps must agree (f
 only). Timing alternates the two sides repeat by repeat (bench/train_throughput.alternate) and reports
 the median per step: iterations/s, tokens/s (batch·block_size per iteration) and ours/torch (> 1: we
 are faster). With --products a third side runs just the matrix products of one of our steps (every
-Linear's x·Wᵀ, g·W and gᵀ·x, the tied output layer's too) on NumPy's BLAS: torch's step over that time
-is the most ours/torch could be if everything else took no time.
+Linear's x·Wᵀ, g·W and gᵀ·x, the tied output layer's too) on NumPy's BLAS, and a fourth on oneMKL where the
+`mkl` wheel is installed (kernels.mkl; the faster is the bound): torch's step over that time is the most
+ours/torch could be if everything else took no time.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_throughput import CLOCKS, alternate, append_json, markdown, median, start  # noqa: E402
+from train_throughput import CLOCKS, alternate, append_json, markdown, median, mkl_bound, start  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
@@ -167,11 +168,14 @@ def step_products(model, rows: int) -> list:
     return pairs
 
 
-def products_runner(pairs: list):
-    """A step function (it ignores its batch) that runs the products alone."""
+def products_runner(pairs: list, mkl: bool = False):
+    """A step function (it ignores its batch) that runs the products alone: on NumPy's OpenBLAS, or on oneMKL
+    (mkl=True; kernels.mkl, which our Linears multiply on where the `mkl` wheel is installed)."""
+    from tinygrad_lite.kernels import mkl as onemkl
+
     def step(_batch):
         for a, b in pairs:
-            a @ b
+            onemkl.product(a, b) if mkl else a @ b
     return step
 
 
@@ -206,6 +210,8 @@ def run(args, threads: int, torch) -> dict:
     pairs = step_products(ours, batch * config.block_size) if args.products else []
     if pairs:
         runners["products"] = products_runner(pairs)
+        if mkl_bound():
+            runners["products_mkl"] = products_runner(pairs, mkl=True)
     steps, repeats = (1, 2) if args.quick else (args.steps, args.repeats)
     pool = batches(data, steps * repeats + 2, batch, config.block_size)
     samples = alternate(runners, pool, steps, repeats, clock=CLOCKS[args.clock])
@@ -214,10 +220,14 @@ def run(args, threads: int, torch) -> dict:
     tokens = batch * config.block_size
     bound = {}
     if pairs:
-        t_products = median(samples["products"])
+        t_openblas = median(samples["products"])
+        t_mkl = median(samples["products_mkl"]) if "products_mkl" in samples else None
+        t_products = t_openblas if t_mkl is None else min(t_openblas, t_mkl)
         flops = sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in pairs)
         bound = {"products_per_step": len(pairs), "gflop_per_step": flops / 1e9, "ms_products": 1e3 * t_products,
-                 "gflops_products": flops / t_products / 1e9, "bound_torch_over_products": t_torch / t_products}
+                 "gflops_products": flops / t_products / 1e9, "bound_torch_over_products": t_torch / t_products,
+                 "bound_blas": "OpenBLAS" if t_products == t_openblas else "oneMKL",
+                 "ms_products_openblas": 1e3 * t_openblas, "ms_products_mkl": None if t_mkl is None else 1e3 * t_mkl}
     return {**bound, "config": {"recipe": "nanogpt-cpu"}.get(name, name), "optimizer": cfg.optimizer,
             "ours_compiled": not args.no_compile,
             "threads": threads, "batch": batch,
@@ -237,9 +247,10 @@ def report(row: dict) -> None:
     print(markdown(["step", "ours loss", "torch loss", "|difference|"], row["losses"]))
     if "ms_products" in row:
         print()
-        print(markdown(["products a step", "GFLOP", "products alone ms", "GFLOP/s", "ours ms", "torch ms",
+        print(markdown(["products a step", "GFLOP", "BLAS", "products alone ms", "GFLOP/s", "ours ms", "torch ms",
                         "torch / products (the bound)"],
-                       [[row["products_per_step"], row["gflop_per_step"], row["ms_products"], row["gflops_products"],
+                       [[row["products_per_step"], row["gflop_per_step"], row["bound_blas"], row["ms_products"],
+                         row["gflops_products"],
                          row["ms_per_it_ours"], row["ms_per_it_torch"], row["bound_torch_over_products"]]]))
     if row["max_loss_difference"] > 1e-3 * abs(row["initial_loss_torch"]):
         print(f"WARNING: the losses part by {row['max_loss_difference']:.2e}: the two models do not "
