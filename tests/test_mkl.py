@@ -14,7 +14,9 @@ needs_mkl = pytest.mark.skipif(not mkl.available(), reason="the mkl wheel is not
 
 @pytest.fixture
 def one_thread(monkeypatch):
+    """What serves() asks of the machine, as on the Intel CPU at one thread where oneMKL was measured."""
     monkeypatch.setattr(mkl, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(mkl, "intel_cpu", lambda: True)
 
 
 def operands(M, K, n, dtype, layout, seed=0):
@@ -71,6 +73,18 @@ def test_it_declines_what_gemm_cannot_take_as_it_is(one_thread, case):
 def test_it_declines_unless_the_engine_runs_one_thread(monkeypatch, threads):
     monkeypatch.setattr(mkl, "get_num_threads", lambda: threads)
     assert not mkl.serves(np.ones((6, 4), np.float32), np.ones((4, 5), np.float32))
+
+
+def test_it_declines_on_a_cpu_not_intels(monkeypatch, one_thread):
+    monkeypatch.setattr(mkl, "intel_cpu", lambda: False)
+    assert not mkl.serves(np.ones((6, 4), np.float32), np.ones((4, 5), np.float32))
+
+
+@pytest.mark.parametrize("vendor, expected", [("GenuineIntel", True), ("AuthenticAMD", False)])
+def test_the_vendor_is_read_from_cpuinfo(tmp_path, vendor, expected):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: 6\n", encoding="utf-8")
+    assert mkl.intel_cpu.__wrapped__(str(cpuinfo)) is expected
 
 
 def test_without_the_wheel_there_is_no_library(monkeypatch):

@@ -160,8 +160,9 @@ def _switched(on: bool, names):
 # 1.06-1.10; tiny 1.007, control `none` 0.99-1.01; CPU clock, 2026-12-07, Xeon AVX-512): a Linear's three products on
 # Intel's oneMKL, the BLAS torch multiplies with, 9-11% faster than NumPy's OpenBLAS at these shapes. Only where the
 # `mkl` wheel is installed (the extra `mkl`) and kernels.mkl.serves says so (2-D float operands, C-ordered or
-# transposed, 1 thread: MKL runs sequential); the branch is in the Numba twin of linear_product,
-# kernels.panels.linear_product_numba, after the panels'; its oracle within rounding: the formula (tests/test_mkl.py).
+# transposed, 1 thread: MKL runs sequential; an Intel CPU, where it was measured); the branch is in the Numba twin
+# of linear_product, kernels.panels.linear_product_numba, after the panels'; its oracle within rounding: the formula
+# (tests/test_mkl.py).
 # ---------------------------------------------------------------- gpt_kernel
 # Why: GPT sampling 4.9-6.4x faster (bench/gpt_sample.py, ours/ours-plain: greedy 6.37, sampled 4.88, 7 alternating
 # runs of 500 tokens, CPU clock, 1 thread, 2026-12-03, AMD EPYC AVX2, nanoGPT's CPU recipe): the GPT's cached forward

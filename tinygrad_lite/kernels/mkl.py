@@ -1,21 +1,23 @@
-"""a @ b on Intel's oneMKL, the BLAS PyTorch's CPU build multiplies with, where the `mkl` wheel is installed
-(`pip install "tinygrad-lite[mkl]"`): a Linear's three products 9-11% faster than NumPy's OpenBLAS at the
-SMALL, BASE-short and GPT steps' shapes on an AVX-512 Xeon, the same at TINY's (bench/README.md, "Products on
-oneMKL"). The twin of a Linear's product (kernels.panels.linear_product_numba) calls it behind the trick
-mkl_products where `serves(a, b)`: on one thread (MKL runs its sequential layer, no thread pool of its own
-beside Numba's and OpenBLAS's), float32 or float64, each operand C-ordered or the transpose of a C-ordered
-array (a Linear's wᵀ and gᵀ are), every dimension at least 1. Elsewhere NumPy's `a @ b` runs.
+"""a @ b on Intel's oneMKL, the BLAS PyTorch's CPU build multiplies with, where the `mkl` wheel is installed (`pip
+install "tinygrad-lite[mkl]"`): a Linear's three products 9-11% faster than NumPy's OpenBLAS at the SMALL,
+BASE-short and GPT steps' shapes on an AVX-512 Xeon, the same at TINY's (bench/README.md, "Products on oneMKL").
+The twin of a Linear's product (kernels.panels.linear_product_numba) calls it behind the trick mkl_products
+where `serves(a, b)`: on an Intel CPU (where it was measured), on one thread (MKL runs its sequential layer, no
+thread pool of its own beside Numba's and OpenBLAS's), float32 or float64, each operand C-ordered or the
+transpose of a C-ordered array (a Linear's wᵀ and gᵀ are), every dimension at least 1. Elsewhere NumPy's `a @ b`
+runs.
 
-MKL is told two things before its first product, as it requires: the sequential threading layer, and
-conditional numerical reproducibility (MKL_CBWR_AUTO | MKL_CBWR_STRICT: the same bits for the same
-operands on this CPU wherever the arrays lie in memory, so that a resumed run stays bit-exact), at no cost
-measured. If another library of the process loaded MKL first and fixed another layer, MKL is not used.
+MKL is told two things before its first product, as it requires: the sequential threading layer, and conditional
+numerical reproducibility (MKL_CBWR_AUTO | MKL_CBWR_STRICT: the same bits for the same operands on this CPU
+wherever the arrays lie in memory, so that a resumed run stays bit-exact), at no cost measured. If another
+library of the process loaded MKL first and fixed another layer, MKL is not used.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import importlib.metadata
+import platform
 import sys
 from types import SimpleNamespace
 
@@ -80,7 +82,21 @@ def serves(a: np.ndarray, b: np.ndarray) -> bool:
         return False
     if not (a.flags.c_contiguous or a.flags.f_contiguous) or not (b.flags.c_contiguous or b.flags.f_contiguous):
         return False
-    return get_num_threads() == 1 and available()
+    return get_num_threads() == 1 and intel_cpu() and available()
+
+
+@functools.lru_cache(maxsize=1)
+def intel_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU is Intel's, where oneMKL's products were measured faster than OpenBLAS (bench/README.md).
+    On others (AMD's) they were not: OpenBLAS, or kernels.panels where it pays, stays."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith("vendor_id"):
+                    return "GenuineIntel" in line
+    except OSError:
+        pass
+    return "GenuineIntel" in platform.processor()  # Windows: "Intel64 Family 6 Model ..., GenuineIntel"
 
 
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
