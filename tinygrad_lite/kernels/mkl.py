@@ -1,5 +1,5 @@
-"""a @ b on Intel's oneMKL, the BLAS PyTorch's CPU build multiplies with, where the `mkl` wheel is installed (`pip
-install "tinygrad-lite[mkl]"`): a Linear's three products 9-11% faster than NumPy's OpenBLAS at the SMALL,
+"""a @ b on Intel's oneMKL, the BLAS PyTorch's CPU build multiplies with, where the `mkl` wheel is installed
+(`pip install "tinygrad-lite[mkl]"`): a Linear's three products 9-11% faster than NumPy's OpenBLAS at the SMALL,
 BASE-short and GPT steps' shapes on an AVX-512 Xeon, the same at TINY's (bench/README.md, "Products on oneMKL").
 The twin of a Linear's product (kernels.panels.linear_product_numba) calls it behind the trick mkl_products
 where `serves(a, b)`: on an Intel CPU (where it was measured), on one thread (MKL runs its sequential layer, no
