@@ -14,9 +14,15 @@ needs_mkl = pytest.mark.skipif(not mkl.available(), reason="the mkl wheel is not
 
 @pytest.fixture
 def one_thread(monkeypatch):
-    """What serves() asks of the machine, as on the Intel CPU at one thread where oneMKL was measured."""
+    as_measured(monkeypatch)
+
+
+def as_measured(monkeypatch):
+    """What serves() asks of the machine answered as on the Intel CPU at one thread where oneMKL was measured, the
+    wheel installed (so the rule's own tests mean something without it too)."""
     monkeypatch.setattr(mkl, "get_num_threads", lambda: 1)
     monkeypatch.setattr(mkl, "intel_cpu", lambda: True)
+    monkeypatch.setattr(mkl, "available", lambda: True)
 
 
 def operands(M, K, n, dtype, layout, seed=0):
@@ -69,9 +75,19 @@ def test_it_declines_what_gemm_cannot_take_as_it_is(one_thread, case):
     assert not mkl.serves(a, b)
 
 
+def test_it_serves_a_linears_operands(one_thread):
+    w, x, g = np.ones((5, 4), np.float32), np.ones((6, 4), np.float32), np.ones((6, 5), np.float32)
+    assert mkl.serves(x, w.T) and mkl.serves(g, w) and mkl.serves(g.T, x)
+
+
 @pytest.mark.parametrize("threads", [2, None])
-def test_it_declines_unless_the_engine_runs_one_thread(monkeypatch, threads):
+def test_it_declines_unless_the_engine_runs_one_thread(monkeypatch, one_thread, threads):
     monkeypatch.setattr(mkl, "get_num_threads", lambda: threads)
+    assert not mkl.serves(np.ones((6, 4), np.float32), np.ones((4, 5), np.float32))
+
+
+def test_it_declines_without_the_library(monkeypatch, one_thread):
+    monkeypatch.setattr(mkl, "available", lambda: False)
     assert not mkl.serves(np.ones((6, 4), np.float32), np.ones((4, 5), np.float32))
 
 
@@ -125,10 +141,10 @@ def test_a_linears_three_products_run_on_mkl_with_the_trick_and_match_the_formul
         np.testing.assert_allclose(g, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
 
 
-def test_the_formula_path_never_calls_mkl(monkeypatch, one_thread):
+def test_the_formula_path_never_calls_mkl(monkeypatch):
     expected = a_linear_step(np.float64)
+    as_measured(monkeypatch)
     monkeypatch.setattr(mkl, "product", lambda a, b: pytest.fail("oneMKL ran on the formula path"))
-    monkeypatch.setattr(mkl, "available", lambda: True)
     with fast.plain():
         got = a_linear_step()
     for g, exact in zip(got, expected):

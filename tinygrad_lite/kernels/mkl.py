@@ -75,14 +75,16 @@ def available() -> bool:
 
 
 def serves(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether product(a, b) can compute a @ b here (see the module docstring)."""
+    """Whether product(a, b) can compute a @ b here (see the module docstring). Without the wheel, one cached call."""
+    if not available() or get_num_threads() != 1 or not intel_cpu():
+        return False
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in FLOATS:
         return False
     if min(a.shape) < 1 or b.shape[1] < 1 or max(a.size, b.size, a.shape[0] * b.shape[1]) > _INT_MAX:
         return False
     if not (a.flags.c_contiguous or a.flags.f_contiguous) or not (b.flags.c_contiguous or b.flags.f_contiguous):
         return False
-    return get_num_threads() == 1 and intel_cpu() and available()
+    return True
 
 
 @functools.lru_cache(maxsize=1)
