@@ -5,6 +5,7 @@ installed (the extras mkl and bench; CI installs it), and those tests skip elsew
 tested everywhere."""
 import numpy as np
 import pytest
+from test_panels import linear_step  # a Linear's output and gradients, 70 rows, 40 -> 50
 
 from tinygrad_lite import fast
 from tinygrad_lite.kernels import mkl, panels, use_backend
@@ -112,20 +113,6 @@ def test_without_the_wheel_there_is_no_library(monkeypatch):
     assert mkl.library_path() is None
 
 
-def a_linear_step(dtype=np.float32):
-    """Output and every gradient of a Linear on 70 rows, 40 -> 50 features."""
-    import tinygrad_lite as tl
-    from tinygrad_lite import Tensor, nn
-    from tinygrad_lite.nn import functional as F
-    tl.manual_seed(0)
-    rng = np.random.default_rng(3)
-    lin = nn.Linear(40, 50, dtype=dtype)
-    x = Tensor(rng.standard_normal((2, 35, 40)).astype(dtype), requires_grad=True)
-    out = F.linear(x, lin.weight, lin.bias)
-    (out * Tensor(rng.standard_normal(out.shape).astype(dtype))).sum().backward()
-    return [out.data, x.grad, lin.weight.grad, lin.bias.grad]
-
-
 @needs_mkl
 @pytest.mark.parametrize("on", [True, False])
 def test_a_linears_three_products_run_on_mkl_with_the_trick_and_match_the_formula(monkeypatch, one_thread, on):
@@ -135,17 +122,17 @@ def test_a_linears_three_products_run_on_mkl_with_the_trick_and_match_the_formul
     monkeypatch.setattr(panels, "beats_blas", lambda a, b: False)
     switch = fast.tricks_on if on else fast.tricks_off
     with use_backend("numba"), switch("mkl_products"):
-        got = a_linear_step()
+        got = linear_step("linear")
     assert calls == ([(70, 40, 40, 50), (70, 50, 50, 40), (50, 70, 70, 40)] if on else [])  # x·Wᵀ, g·W, gᵀ·x
-    for g, exact in zip(got, a_linear_step(np.float64)):
+    for g, exact in zip(got, linear_step("linear", np.float64)):
         np.testing.assert_allclose(g, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
 
 
 def test_the_formula_path_never_calls_mkl(monkeypatch):
-    expected = a_linear_step(np.float64)
+    expected = linear_step("linear", np.float64)
     as_measured(monkeypatch)
     monkeypatch.setattr(mkl, "product", lambda a, b: pytest.fail("oneMKL ran on the formula path"))
     with fast.plain():
-        got = a_linear_step()
+        got = linear_step("linear")
     for g, exact in zip(got, expected):
         np.testing.assert_allclose(g, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
