@@ -2,8 +2,9 @@
 --minutes), killed with SIGKILL after each new checkpoint and continued with --resume, ends bit for
 bit where the uninterrupted run of the same command ends: the weights, both optimizers' moments,
 the run's metadata but for its clock readings, and the metrics log but for its clock readings. One
-process, and two ranks under `mpiexec -n 2` (data parallel) when mpi4py and mpiexec are installed.
-Also: a resumed timed run says what is left of its budget."""
+process, and two ranks under `mpiexec -n 2` (data parallel) when mpi4py and mpiexec are installed, on the
+Numba kernels, as users run it; one process again on their NumPy twins. Also: a resumed timed run says
+what is left of its budget."""
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.cli  # whole programs and killed processes: the same on
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "TINYGRAD_LITE_BACKEND": "numpy", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-       "NUMBA_NUM_THREADS": "1"}
+       "NUMBA_NUM_THREADS": "1"}  # the budget test's; the kill test's launcher chooses its backend
 ITERS = 240
 FLAGS = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "8",
          "--dropout", "0.1", "--eval-iters", "2", "--eval-interval", "30", "--warmup-iters", "10",
@@ -30,13 +31,15 @@ FLAGS = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "3
 CLOCK_READINGS = {"elapsed", "eval_seconds", "tokens_per_s", "budget"}
 
 
-@pytest.fixture(params=[1, 2], ids=["1-process", "2-ranks"])
-def launcher(request) -> list:
-    """The command's head: python, or mpiexec -n 2 python."""
-    if request.param == 1:
-        return [sys.executable]
+@pytest.fixture(params=[(1, "numba"), (2, "numba"), (1, "numpy")], ids=["1-process", "2-ranks", "1-process-numpy"])
+def launcher(request) -> tuple:
+    """(the command's head: python, or mpiexec -n 2 python; its environment)."""
+    ranks, backend = request.param
+    env = {**ENV, "TINYGRAD_LITE_BACKEND": backend}
+    if ranks == 1:
+        return [sys.executable], env
     pytest.importorskip("psutil")  # to kill mpiexec's whole tree: its proxy and ranks
-    return [find_mpiexec(), "-n", "2", sys.executable]
+    return [find_mpiexec(), "-n", "2", sys.executable], env
 
 
 def command(out, *extra, launcher=(sys.executable,)):
@@ -50,10 +53,10 @@ def saved_iter(out: Path) -> int:
         return -1
 
 
-def kill_after_the_next_checkpoint(cmd, out: Path) -> bool:
+def kill_after_the_next_checkpoint(cmd, env: dict, out: Path) -> bool:
     """Start `cmd`; SIGKILL it once its checkpoint moves on. False if it finished first."""
     before = saved_iter(out)
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         if saved_iter(out) > before:
@@ -76,12 +79,12 @@ def metrics(out: Path) -> list:
 
 
 def test_sigkill_then_resume_equals_the_uninterrupted_run(tmp_path, launcher):
+    head, env = launcher
     whole = tmp_path / "whole"
-    subprocess.run(command(whole, launcher=launcher), cwd=ROOT, env=ENV, check=True, capture_output=True,
-                   timeout=600)
+    subprocess.run(command(whole, launcher=head), cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
     killed = tmp_path / "killed"
     kills = 0
-    while kill_after_the_next_checkpoint(command(killed, *(["--resume"] if kills else []), launcher=launcher),
+    while kill_after_the_next_checkpoint(command(killed, *(["--resume"] if kills else []), launcher=head), env,
                                          killed):
         kills += 1
         assert load(killed / "checkpoint.safetensors")  # every checkpoint a kill leaves loads

@@ -7,8 +7,9 @@ open before its rename, tinygrad_lite/checkpoint.py). After every kill each chec
 loads; at the end no temporary file is left. Also: N steps + N resumed equal 2N, and a finished
 run resumed trains no further step.
 
-One process always; two ranks under `mpiexec -n 2` when mpi4py and mpiexec are installed (the
-kill then reaches mpiexec, its proxy and both ranks). The kills' delays are seeded, but what they
+One process and two ranks under `mpiexec -n 2` when mpi4py and mpiexec are installed (the kill then
+reaches mpiexec, its proxy and both ranks), on the Numba kernels, as users run it; one process again on
+their NumPy twins. The kills' delays are seeded, but what they
 hit depends on the machine's speed; the assertions hold whatever they hit. The runs are bounded by
 --max-steps: a --minutes run stops where the clock says, which no resume can reproduce."""
 import json
@@ -29,8 +30,7 @@ from transformer.translator import Translator
 pytestmark = pytest.mark.cli  # whole programs and processes: the same on either path (.ci/run)
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "TINYGRAD_LITE_BACKEND": "numpy", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-       "NUMBA_NUM_THREADS": "1"}
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
 ENV.pop("TINYGRAD_LITE_DETECT_ANOMALY", None)
 # dropout on, an evaluation every 10 steps with checkpoint averaging, a checkpoint every 3 steps
 TOY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--max-tokens", "120", "--dropout", "0.1",
@@ -41,13 +41,22 @@ SAVE_PAUSE = 0.2
 CLOCK_READINGS = {"seconds", "eval_seconds", "cpu_seconds", "tokens_per_s"}
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1-process", "2-ranks"])
-def launcher(request) -> list:
-    """The command's head: python, or mpiexec -n 2 python."""
-    if request.param == 1:
-        return [sys.executable]
-    pytest.importorskip("psutil")  # to kill mpiexec's whole tree: its proxy and ranks run in sessions of their own
-    return [find_mpiexec(), "-n", "2", sys.executable]
+class Launcher:
+    """How a run starts: the command's head (python, or mpiexec -n 2 python) and its environment."""
+
+    def __init__(self, ranks: int, backend: str):
+        self.ranks = ranks
+        self.head = [sys.executable] if ranks == 1 else [find_mpiexec(), "-n", "2", sys.executable]
+        self.env = {**ENV, "TINYGRAD_LITE_BACKEND": backend}
+
+
+@pytest.fixture(scope="module", params=[(1, "numba"), (2, "numba"), (1, "numpy")],
+                ids=["1-process", "2-ranks", "1-process-numpy"])
+def launcher(request) -> Launcher:
+    ranks, backend = request.param
+    if ranks > 1:
+        pytest.importorskip("psutil")  # to kill mpiexec's whole tree: its proxy and ranks run in sessions of their own
+    return Launcher(ranks, backend)
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +70,14 @@ def corpus(tmp_path_factory) -> list:
     return ["--data", str(folder / "train.tsv"), "--dev", str(folder / "dev.tsv")]
 
 
-def ranks(launcher) -> int:
-    return 1 if len(launcher) == 1 else 2
-
-
 def command(launcher, corpus, out, *extra, steps=None) -> list:
-    steps = steps or STEPS[ranks(launcher)]
-    return [*launcher, "-m", "transformer", "train", *corpus, "--out", str(out), *TOY, "--max-steps", str(steps),
+    steps = steps or STEPS[launcher.ranks]
+    return [*launcher.head, "-m", "transformer", "train", *corpus, "--out", str(out), *TOY, "--max-steps", str(steps),
             *extra]
 
 
 def train(launcher, corpus, out, *extra, steps=None) -> subprocess.CompletedProcess:
-    run = subprocess.run(command(launcher, corpus, out, *extra, steps=steps), cwd=ROOT, env=ENV,
+    run = subprocess.run(command(launcher, corpus, out, *extra, steps=steps), cwd=ROOT, env=launcher.env,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     return run
@@ -129,15 +134,15 @@ def assert_same_run(out: Path, reference: Path):
 
 def test_n_steps_and_n_resumed_equal_2n_steps(launcher, corpus, uninterrupted, tmp_path):
     reference = uninterrupted
-    half = STEPS[ranks(launcher)] // 2
+    half = STEPS[launcher.ranks] // 2
     train(launcher, corpus, tmp_path, steps=half)
     train(launcher, corpus, tmp_path, "--resume")
     arrays, meta = checkpoint(tmp_path)
     ref_arrays, ref_meta = checkpoint(reference)
     assert_same_arrays(arrays, ref_arrays, prefixes=("model.", "optim.", "sched."))
-    assert len(meta["train"]["rank_rngs"]) == ranks(launcher)  # every rank's dropout stream, saved and restored
+    assert len(meta["train"]["rank_rngs"]) == launcher.ranks  # every rank's dropout stream, saved and restored
     assert meta["train"]["rank_rngs"] == ref_meta["train"]["rank_rngs"]
-    assert len({json.dumps(state) for state in meta["train"]["rank_rngs"]}) == ranks(launcher)  # streams differ
+    assert len({json.dumps(state) for state in meta["train"]["rank_rngs"]}) == launcher.ranks  # streams differ
 
 
 def test_a_finished_run_resumed_trains_no_further_step(launcher, corpus, uninterrupted, tmp_path):
@@ -145,7 +150,7 @@ def test_a_finished_run_resumed_trains_no_further_step(launcher, corpus, uninter
     out = tmp_path / "run"
     shutil.copytree(reference, out)
     run = train(launcher, corpus, out, "--resume")
-    steps = STEPS[ranks(launcher)]
+    steps = STEPS[launcher.ranks]
     assert f"resuming from step {steps} " in run.stdout and f"done: {steps} steps" in run.stdout
     assert checkpoint(out)[1]["train"]["step"] == steps
     assert_same_run(out, reference)  # it only averaged and reported again
@@ -242,11 +247,11 @@ def kill_plans(rng, steps: int) -> list:
     return [*plans, ("closing", steps), ("finished", 0)]
 
 
-def launch_and_kill(plan, out: Path, cmd: list, pace: Pace, rng) -> bool:
+def launch_and_kill(plan, out: Path, cmd: list, env: dict, pace: Pace, rng) -> bool:
     """Launch `cmd` and SIGKILL it where `plan` says; False if the run ended first (it must
     have succeeded)."""
     kind, at = plan
-    env = {**ENV, "TINYGRAD_LITE_TEST_SAVE_PAUSE": str(SAVE_PAUSE)} if kind == "inside write" else ENV
+    env = {**env, "TINYGRAD_LITE_TEST_SAVE_PAUSE": str(SAVE_PAUSE)} if kind == "inside write" else env
     launched = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if kind == "inside write":
@@ -278,7 +283,7 @@ def assert_everything_on_disk_loads(out: Path, steps: int, last_step: int) -> in
 def test_sigkill_at_random_moments_then_resume_equals_the_uninterrupted_run(launcher, corpus, uninterrupted,
                                                                             tmp_path):
     reference = uninterrupted
-    rng, steps, pace = np.random.default_rng(39), STEPS[ranks(launcher)], Pace()
+    rng, steps, pace = np.random.default_rng(39), STEPS[launcher.ranks], Pace()
     plans = kill_plans(rng, steps)
     kills, inside_writes, step = 0, 0, 0
     while plans or kills < KILLS:
@@ -286,7 +291,8 @@ def test_sigkill_at_random_moments_then_resume_equals_the_uninterrupted_run(laun
         assert kills < 3 * KILLS, plan
         first = "--resume" if (tmp_path / "checkpoint.safetensors").exists() else "--overwrite"
         before = set(hidden_files(tmp_path))
-        if launch_and_kill(plan, tmp_path, command(launcher, corpus, tmp_path, first), pace, rng):
+        if launch_and_kill(plan, tmp_path, command(launcher, corpus, tmp_path, first), launcher.env, pace,
+                           rng):
             kills += 1
             inside_writes += bool(set(hidden_files(tmp_path)) - before)  # a write cut short left its temporary file
         step = assert_everything_on_disk_loads(tmp_path, steps, step)
