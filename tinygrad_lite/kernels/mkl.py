@@ -90,7 +90,7 @@ def serves(a: np.ndarray, b: np.ndarray) -> bool:
 @functools.lru_cache(maxsize=1)
 def intel_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU is Intel's, where oneMKL's products were measured faster than OpenBLAS (bench/README.md).
-    On AMD's Zen 4 they were slower (a step's products 0.96-1.23x OpenBLAS's time): OpenBLAS, or kernels.panels
+    On AMD's Zen 4 they were slower (a step's products 0.96-1.26x OpenBLAS's time): OpenBLAS, or kernels.panels
     where it pays, stays."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
