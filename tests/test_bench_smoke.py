@@ -64,6 +64,16 @@ def test_step_ceiling_quick(tmp_path):
     assert row["copy_GBs"] > 0 and "ceiling with every other op free" in out
 
 
+def test_first_calls_quick(tmp_path):
+    """The toy step's forward ops, each timed at its place and again at once: the linears, layer norms and the loss."""
+    out = run("first_calls.py", "--json", str(tmp_path / "f.jsonl"))
+    found = rows(tmp_path / "f.jsonl")
+    ops = {r["op"] for r in found}
+    assert {"linear_op", "layer_norm_op", "cross_entropy_op"} <= ops
+    assert all(r["calls"] >= 1 and r["first_us"] > 0 and r["again_us"] > 0 for r in found)
+    assert "first / again" in out
+
+
 def test_train_throughput_names_blas_kernels_chosen_by_the_environment(monkeypatch):
     """OPENBLAS_CORETYPE (set on some machines) overrides OpenBLAS's own kernel choice: the header
     says so, with the command that measures a default install; without it, nothing is claimed."""
