@@ -41,7 +41,6 @@ def op_name(plan, constant: str) -> str:
 
 def twice(plan, timings: dict):
     """plan's replay with each forward op run twice, appending (first, again) seconds to timings[(op, line)]."""
-    from tinygrad_lite.compiler.plan import FALLBACK
     lines = plan.source.splitlines()
     body = [lines[0]]
     for i, line in enumerate(lines[1:]):
@@ -52,9 +51,8 @@ def twice(plan, timings: dict):
         indent, key = match.group(1), (op_name(plan, match.group(3)), i)
         body += [f"{indent}_t0 = _clock()", line, f"{indent}_t1 = _clock()", line,
                  f"{indent}_TIMES[{key!r}].append((_t1 - _t0, _clock() - _t1))"]
-    namespace = dict(plan.constants, np=np, FALLBACK=FALLBACK, _clock=time.perf_counter, _TIMES=timings)
-    exec(compile("\n".join(body), "<first calls>", "exec"), namespace)
-    return namespace["replay"]
+    constants = {**plan.constants, "_clock": time.perf_counter, "_TIMES": timings}
+    return plan.with_constants("\n".join(body), constants, leaves={}).replay
 
 
 def first_calls(cfg, steps: int) -> list:

@@ -1,5 +1,6 @@
-"""What the kill-and-resume tests share: mpiexec found beside the interpreter (or a skip saying what
-to install), and a SIGKILL that reaches every process a command started (mpiexec's proxy and ranks)."""
+"""What the kill-and-resume tests share: how a run starts (one process or two ranks, on the Numba kernels or
+their NumPy twins), mpiexec found beside the interpreter (or a skip saying what to install), and a SIGKILL that
+reaches every process a command started (mpiexec's proxy and ranks)."""
 import contextlib
 import importlib.util
 import os
@@ -10,6 +11,22 @@ import sys
 from pathlib import Path
 
 import pytest
+
+LAUNCHES = [(1, "numba"), (2, "numba"), (1, "numpy")]  # (ranks, kernel backend): as users run it, then the twins
+LAUNCH_IDS = ["1-process", "2-ranks", "1-process-numpy"]
+
+
+class Launcher:
+    """How a run starts: the command's head (python, or mpiexec -n 2 python) and its environment, `env` with the
+    kernel backend set. Two ranks need psutil, to kill mpiexec's whole tree (its proxy and ranks run in sessions
+    of their own), and mpiexec: the test skips without them."""
+
+    def __init__(self, ranks: int, backend: str, env: dict):
+        if ranks > 1:
+            pytest.importorskip("psutil")
+        self.ranks = ranks
+        self.head = [sys.executable] if ranks == 1 else [find_mpiexec(), "-n", str(ranks), sys.executable]
+        self.env = {**env, "TINYGRAD_LITE_BACKEND": backend}
 
 
 def find_mpiexec():

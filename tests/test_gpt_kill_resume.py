@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from process_tree import find_mpiexec, kill_tree
+from process_tree import LAUNCH_IDS, LAUNCHES, Launcher, kill_tree
 
 from tinygrad_lite.checkpoint import load
 
@@ -31,15 +31,9 @@ FLAGS = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "3
 CLOCK_READINGS = {"elapsed", "eval_seconds", "tokens_per_s", "budget"}
 
 
-@pytest.fixture(params=[(1, "numba"), (2, "numba"), (1, "numpy")], ids=["1-process", "2-ranks", "1-process-numpy"])
-def launcher(request) -> tuple:
-    """(the command's head: python, or mpiexec -n 2 python; its environment)."""
-    ranks, backend = request.param
-    env = {**ENV, "TINYGRAD_LITE_BACKEND": backend}
-    if ranks == 1:
-        return [sys.executable], env
-    pytest.importorskip("psutil")  # to kill mpiexec's whole tree: its proxy and ranks
-    return [find_mpiexec(), "-n", "2", sys.executable], env
+@pytest.fixture(params=LAUNCHES, ids=LAUNCH_IDS)
+def launcher(request) -> Launcher:
+    return Launcher(*request.param, ENV)
 
 
 def command(out, *extra, launcher=(sys.executable,)):
@@ -79,13 +73,13 @@ def metrics(out: Path) -> list:
 
 
 def test_sigkill_then_resume_equals_the_uninterrupted_run(tmp_path, launcher):
-    head, env = launcher
     whole = tmp_path / "whole"
-    subprocess.run(command(whole, launcher=head), cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    subprocess.run(command(whole, launcher=launcher.head), cwd=ROOT, env=launcher.env, check=True, capture_output=True,
+                   timeout=600)
     killed = tmp_path / "killed"
     kills = 0
-    while kill_after_the_next_checkpoint(command(killed, *(["--resume"] if kills else []), launcher=head), env,
-                                         killed):
+    while kill_after_the_next_checkpoint(command(killed, *(["--resume"] if kills else []), launcher=launcher.head),
+                                         launcher.env, killed):
         kills += 1
         assert load(killed / "checkpoint.safetensors")  # every checkpoint a kill leaves loads
     assert kills >= 3, "the run must have been killed several times along the way"

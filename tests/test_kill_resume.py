@@ -16,13 +16,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from process_tree import find_mpiexec, kill_tree
+from process_tree import LAUNCH_IDS, LAUNCHES, Launcher, kill_tree
 
 from tinygrad_lite.checkpoint import load
 from transformer.translator import Translator
@@ -41,22 +40,9 @@ SAVE_PAUSE = 0.2
 CLOCK_READINGS = {"seconds", "eval_seconds", "cpu_seconds", "tokens_per_s"}
 
 
-class Launcher:
-    """How a run starts: the command's head (python, or mpiexec -n 2 python) and its environment."""
-
-    def __init__(self, ranks: int, backend: str):
-        self.ranks = ranks
-        self.head = [sys.executable] if ranks == 1 else [find_mpiexec(), "-n", "2", sys.executable]
-        self.env = {**ENV, "TINYGRAD_LITE_BACKEND": backend}
-
-
-@pytest.fixture(scope="module", params=[(1, "numba"), (2, "numba"), (1, "numpy")],
-                ids=["1-process", "2-ranks", "1-process-numpy"])
+@pytest.fixture(scope="module", params=LAUNCHES, ids=LAUNCH_IDS)
 def launcher(request) -> Launcher:
-    ranks, backend = request.param
-    if ranks > 1:
-        pytest.importorskip("psutil")  # to kill mpiexec's whole tree: its proxy and ranks run in sessions of their own
-    return Launcher(ranks, backend)
+    return Launcher(*request.param, ENV)
 
 
 @pytest.fixture(scope="module")
