@@ -74,6 +74,16 @@ def test_first_calls_quick(tmp_path):
     assert "first / again" in out
 
 
+def test_native_share_quick(tmp_path):
+    """The toy step's Numba kernels and products, timed inside it: they take part of the step, not more."""
+    out = run("native_share.py", "--json", str(tmp_path / "n.jsonl"))
+    (row,) = rows(tmp_path / "n.jsonl")
+    names = {name for name, _, _ in row["kernels"]}
+    assert {"linear product (BLAS)", "layernorm.forward", "adam"} <= names
+    assert 0 < row["native_ms"] < row["plain_ms"] and 0 < row["native_share"] < 1
+    assert row["calls_a_step"] > 50 and "native share" in out
+
+
 def test_train_throughput_names_blas_kernels_chosen_by_the_environment(monkeypatch):
     """OPENBLAS_CORETYPE (set on some machines) overrides OpenBLAS's own kernel choice: the header
     says so, with the command that measures a default install; without it, nothing is claimed."""
