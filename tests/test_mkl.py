@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_panels import linear_step  # a Linear's output and gradients, 70 rows, 40 -> 50
 
-from tinygrad_lite import fast
+from tinygrad_lite import dispatch, fast
 from tinygrad_lite.kernels import mkl, panels, use_backend
 
 needs_mkl = pytest.mark.skipif(not mkl.available(), reason="the mkl wheel is not installed (pip install .[mkl])")
@@ -120,12 +120,35 @@ def test_a_linears_three_products_run_on_mkl_with_the_trick_and_match_the_formul
     product = mkl.product
     monkeypatch.setattr(mkl, "product", lambda a, b: calls.append(a.shape + b.shape) or product(a, b))
     monkeypatch.setattr(panels, "beats_blas", lambda a, b: False)
-    switch = fast.tricks_on if on else fast.tricks_off
+    monkeypatch.setitem(dispatch.TWINS, "linear", dispatch.formula("linear"))  # its products as the formula makes
+    switch = fast.tricks_on if on else fast.tricks_off                         # them (its twin: the test below)
     with use_backend("numba"), switch("mkl_products"):
         got = linear_step("linear")
     assert calls == ([(70, 40, 40, 50), (70, 50, 50, 40), (50, 70, 70, 40)] if on else [])  # x·Wᵀ, g·W, gᵀ·x
     for g, exact in zip(got, linear_step("linear", np.float64)):
         np.testing.assert_allclose(g, exact, rtol=0, atol=2e-5 * np.abs(exact).max())
+
+
+@needs_mkl
+def test_a_linear_s_twin_multiplies_on_mkl_with_the_trick_and_gives_the_formula_s_bits(monkeypatch, one_thread):
+    """kernels.linear_layer calls oneMKL's ?gemm itself, one call each way, where the formula's products would
+    run on oneMKL: the same library, the same bits."""
+    from tinygrad_lite.kernels import linear_layer
+    monkeypatch.setattr(panels, "beats_blas", lambda a, b: False)
+    rng = np.random.default_rng(3)
+    x, w, b, g = (rng.standard_normal(shape).astype(np.float32) for shape in ((70, 40), (50, 40), (50,), (70, 50)))
+    needs = (True, True, True)
+    with use_backend("numba"):
+        with fast.tricks_on("mkl_products"):
+            assert linear_layer._engine(x, w) == (mkl.gemm_addresses()[np.dtype(np.float32)], False)
+            y, backward = linear_layer.linear_op_numba(x, w, b, needs)
+            got = (y, *backward(g))
+            y, backward = dispatch.formula("linear")(x, w, b, needs)
+            expected = (y, *backward(g))
+        with fast.tricks_off("mkl_products"):
+            assert linear_layer._engine(x, w)[0] != mkl.gemm_addresses()[np.dtype(np.float32)]
+    for a, e in zip(got, expected):
+        assert np.array_equal(a, e)
 
 
 def test_the_formula_path_never_calls_mkl(monkeypatch):

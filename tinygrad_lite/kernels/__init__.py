@@ -3,7 +3,7 @@ fuses several.
 
 An op's formula lives in its op file, in NumPy: softmax, log_softmax, layer norm and dropout's
 counter-based keep mask in tinygrad_lite/ops/nn.py, GELU in ops/unary.py, cross-entropy's and the
-embedding's gradients and a Linear's product in nn/functional.py, Adam's update in optim/adam.py.
+embedding's gradients, a Linear and its product in nn/functional.py, Adam's update in optim/adam.py.
 TWINS (kernels.twins) registers the Numba kernel that computes the same op faster, and the op
 file's `@has_twin` line runs it under the numba backend (tinygrad_lite.dispatch); the formula is
 the twin's test oracle. The rest is machinery whose NumPy twins compose several ops: attention
@@ -19,7 +19,7 @@ them: the Tensor methods and nn.functional check what users pass.
 
     softmax_forward, softmax_backward, log_softmax_forward, log_softmax_backward, layernorm_forward,
     layernorm_backward, gelu_forward, gelu_and_slope, cross_entropy_backward, embedding_backward,
-    adam_update, keep_mask_from_seed, linear_product
+    adam_update, keep_mask_from_seed, linear_product, linear
                                                the ops in TWINS as the backend runs them (dispatch.op)
     attention_forward(q, k, v, scale=None, mask=None, keep=None, keep_scale=1.0) -> (out, weights)
     attention_backward(q, k, v, weights, dout, scale=None, keep=None, keep_scale=1.0) -> (dq, dk, dv)
@@ -28,6 +28,7 @@ them: the Tensor methods and nn.functional check what users pass.
     add_dropout, dropout_backward, bias_relu_dropout_, relu_dropout_backward   fused chains (kernels.fused)
     panels.pack_panels(w) / panels.panel_product(...)          x·Wᵀ + b with W packed once (AVX-512; decoding)
     panels.linear_product_numba(a, b) / panels.beats_blas(a, b)  a · b on it (training, if BLAS has 8-float kernels)
+    linear_layer.linear_op_numba(x, w, b, needs)   a Linear, each way one call to ?gemm (kernels.cblas) and its bias
 
 Backend: env var TINYGRAD_LITE_BACKEND=numba|numpy, or set_backend / use_backend at run time.
 Importing this package neither imports numba nor compiles anything; that happens on first use.

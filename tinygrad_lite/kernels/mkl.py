@@ -24,9 +24,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..threads import get_num_threads
+from . import cblas
 from .backend import lazy_kernels
+from .cblas import NO_TRANS, TRANS
 
-ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 THREADING_SEQUENTIAL = 1
 INTERFACE_LP64 = 0
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -115,20 +116,12 @@ def reference_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# The Numba kernel: ?gemm called through its address, so that a call costs what Numba's dispatch costs
-# (a ctypes call spends ~5 µs converting its 14 arguments: 10% of a TINY step's products), and the
-# compiled code names no address of this process (which Numba's on-disk cache could not keep).
+# The Numba kernel: ?gemm called through its address (kernels.cblas), LP64.
 # ---------------------------------------------------------------------------------------------
-
-def _gemm(address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out):
-    """cblas_?gemm(row-major, trans_a, trans_b, m, n, k, 1, a, lda, b, ldb, 0, out, n) at `address`
-    (Numba only)."""
-    raise NotImplementedError
-
 
 @lazy_kernels
 def _numba_kernels(numba):
-    _register_gemm(numba)
+    cblas.register(numba)
     njit = functools.partial(numba.njit, cache=True)
 
     @njit
@@ -137,42 +130,6 @@ def _numba_kernels(numba):
         n = b.shape[1]
         trans_a, lda = (NO_TRANS, k) if a.flags.c_contiguous else (TRANS, m)
         trans_b, ldb = (NO_TRANS, n) if b.flags.c_contiguous else (TRANS, k)
-        _gemm(address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out)
+        cblas.gemm(address, False, trans_a, trans_b, m, n, k, lda, ldb, a, b, out)
 
     return SimpleNamespace(product=product)
-
-
-def _register_gemm(numba):
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic, overload
-
-    @intrinsic
-    def call_gemm(typingctx, address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out):
-        def codegen(context, builder, signature, args):
-            address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out = args
-            int32, pointer = ir.IntType(32), ir.IntType(8).as_pointer()
-            real = context.get_value_type(signature.args[8].dtype)
-            function = ir.FunctionType(ir.VoidType(), [int32] * 6 + [real, pointer, int32, pointer, int32, real,
-                                                                     pointer, int32])
-            gemm = builder.inttoptr(address, function.as_pointer())
-
-            def data(array_type, value):
-                return builder.bitcast(context.make_array(array_type)(context, builder, value).data, pointer)
-
-            def i32(value):
-                return builder.trunc(value, int32)
-            array_types = signature.args[8:]
-            builder.call(gemm, [ir.Constant(int32, ROW_MAJOR), i32(trans_a), i32(trans_b), i32(m), i32(n), i32(k),
-                                ir.Constant(real, 1.0), data(array_types[0], a), i32(lda),
-                                data(array_types[1], b), i32(ldb), ir.Constant(real, 0.0),
-                                data(array_types[2], out), i32(n)])
-            return context.get_dummy_value()
-        integers = (types.intp,) * 8
-        return types.void(*integers, a, b, out), codegen
-
-    @overload(_gemm, inline="always")
-    def gemm_typed(address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out):
-        def gemm(address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out):
-            call_gemm(address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out)
-        return gemm

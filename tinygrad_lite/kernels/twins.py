@@ -16,4 +16,5 @@ TWINS = {  # op (as its op file's @has_twin names it) -> "module:function" of it
     "keep_rows_from_seed": "dropout:keep_rows_from_seed_numba",
     "embedding_backward": "embedding:embedding_backward_numba",
     "linear_product": "panels:linear_product_numba",
+    "linear": "linear_layer:linear_op_numba",
 }

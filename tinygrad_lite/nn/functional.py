@@ -51,14 +51,15 @@ def _check_float(op: str, name: str, t: Tensor):
 # ---------------------------------------------------------------- layers
 def linear(x, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch.
-    Any leading dims of x are batch dims. One fused op; its three products are the op linear_product
-    (_product)."""
+    Any leading dims of x are batch dims. One op, `linear` (its Numba twin runs each way as one call); its
+    three products are the op linear_product (_product)."""
     x, needs = _linear_inputs(x, weight, bias)
     if bias is None:
         return x._apply(linear_op, "linear", (x, weight), None, needs)
     return x._apply(linear_op, "linear", (x, weight, bias), needs)
 
 
+@has_twin("linear")
 def linear_op(x, w, b, needs):
     n_out, n_in = w.shape
     x2 = x.reshape(-1, n_in)
