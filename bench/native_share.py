@@ -5,8 +5,9 @@
     python bench/native_share.py --quick                # seconds, a toy config (the smoke test)
 
 The step as `train_throughput.py` builds it (compiled, every rule on) runs in rounds that alternate two sides:
-as it is, and with every Numba kernel of `tinygrad_lite.kernels` and every Linear product (the twin of the op
-`linear_product`, whatever it multiplies on) timed on entry and exit. The native share is the timed calls' time
+as it is, and with every Numba kernel of `tinygrad_lite.kernels` (a Linear's twin, `linear_layer`, among them: its
+products and bias in one call) and every other product of a Linear's (the twin of the op `linear_product`, whatever
+it multiplies on; the FFN's first half) timed on entry and exit. The native share is the timed calls' time
 over the plain side's step. The rest is Python (the plan's lines, the ops' wrappers, the dispatch) and NumPy's
 small operations beside the kernels (bias adds, column sums, copies): what a replay with no Python per op could
 shed, and a bound on what it could not (the kernels and products themselves). Medians over rounds, CPU clock.

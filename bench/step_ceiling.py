@@ -5,8 +5,8 @@
     python bench/step_ceiling.py --quick                  # seconds, a toy config (the smoke test)
 
 One process alternates three things, repeat by repeat: PyTorch's step, our compiled step (the trainers'
-default) with its matrix products timed inside it (every call of nn.functional's _product, where a
-Linear multiplies, and the fused FFN's), and the optimizer's update alone (Adam's plain loop over the
+default, a Linear on its formula) with its matrix products timed inside it (every call of nn.functional's
+_product, where a Linear multiplies, and the fused FFN's), and the optimizer's update alone (Adam's plain loop over the
 same parameters). PyTorch's step over (products + Adam) is the ratio we would reach if every other op
 cost nothing: a target above it is past this machine's bound, unless the products themselves get
 faster. The products inside a step read their weights from memory where the model is larger than the
@@ -52,8 +52,13 @@ def _seconds(fn) -> float:
 
 
 def products_timed(module_names=("tinygrad_lite.nn.functional", "tinygrad_lite.nn.fused")):
-    """Wrap `_product` where our Linears call it; returns a one-element list that accumulates its CPU seconds."""
+    """Wrap `_product` where our Linears call it; returns a one-element list that accumulates its CPU seconds. The
+    op `linear` runs its formula from here on: its Numba twin (kernels.linear_layer) multiplies on the same BLAS
+    with the same calls, but inside one Numba function, where no wrapper sees them."""
     import importlib
+
+    from tinygrad_lite import dispatch
+    dispatch.TWINS["linear"] = dispatch.formula("linear")
     spent = [0.0]
     for name in module_names:
         module = importlib.import_module(name)
