@@ -1,5 +1,5 @@
 """cblas_?gemm called from a Numba kernel through its address: oneMKL's (kernels.mkl) or NumPy's own OpenBLAS
-(kernels.linear). A ctypes call spends ~5 µs converting its 14 arguments; through its address a call costs what
+(kernels.linear_layer). A ctypes call spends ~5 µs converting its 14 arguments; through its address a call costs what
 Numba's own dispatch costs, and the compiled code names no address of this process, which Numba's on-disk cache
 could not keep.
 
@@ -47,10 +47,9 @@ def numpy_gemms() -> tuple[dict, bool] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def register(numba) -> None:
     """Give `gemm` its compiled body (once; kernels that call it run this before they compile)."""
-    if getattr(register, "done", False):
-        return
     from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic, overload
@@ -91,5 +90,3 @@ def register(numba) -> None:
             else:
                 lp64(address, trans_a, trans_b, m, n, k, lda, ldb, a, b, out)
         return body
-
-    register.done = True

@@ -23,8 +23,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from .. import dispatch
-from ..fast import TRICKS
-from ..threads import ensure_num_threads
 from . import cblas, mkl, panels
 from .backend import lazy_kernels
 from .cblas import NO_TRANS, TRANS
@@ -37,13 +35,13 @@ def linear_op_numba(x, w, b, needs):
     """nn.functional.linear_op with its forward and its backward each one Numba call (see the module docstring)."""
     n_out, n_in = w.shape
     x2 = x.reshape(-1, n_in)
-    engine = _engine(x2, w)
+    out = np.empty((x2.shape[0], n_out), x.dtype)  # g, the backward's, has its shape and layout
+    engine = _engine(x2, w, out)
     if engine is None:
         return dispatch.formula("linear")(x, w, b, needs)
     address, ilp64 = engine
     kernels = _numba_kernels()
     bias = _NO_BIAS[x.dtype] if b is None else b
-    out = np.empty((x2.shape[0], n_out), x.dtype)
     kernels.forward(address, ilp64, x2, w, bias, b is not None, out)
 
     def backward(g):
@@ -61,22 +59,21 @@ _NO_MATRIX = {dtype: np.empty((0, 0), dtype) for dtype in FLOATS}
 _NO_BIAS = {dtype: np.empty(0, dtype) for dtype in FLOATS}
 
 
-def _engine(x2, w):
-    """(address of cblas_?gemm, ilp64) for these operands' three products, or None where the formula runs."""
+def _engine(x2, w, out):
+    """(address of cblas_?gemm, ilp64) for a Linear's three products, x2·wᵀ, g·w and gᵀ·x2 (g shaped and laid out
+    as `out`), where the formula's would all run on one BLAS (panels.product_engine); None where the formula runs."""
     m, n_in = x2.shape
     n_out = w.shape[0]
     if x2.dtype not in FLOATS or min(m, n_in, n_out) < 2 or not (x2.flags.c_contiguous and w.flags.c_contiguous):
         return None
-    ensure_num_threads()  # before the panels and oneMKL read the count (tinygrad_lite.threads)
-    if TRICKS.panel_products and any(panels.beats_blas(a, b) for a, b in ((x2, w.T), (x2, w), (w, x2))):
-        return None  # (the shapes of x·Wᵀ, g·W and gᵀ·x, which beats_blas reads)
-    if TRICKS.mkl_products and mkl.serves(x2, w.T):
+    engines = {panels.product_engine(a, b) for a, b in ((x2, w.T), (out, w), (out.T, x2))}
+    if engines == {"mkl"}:
         return mkl.gemm_addresses()[x2.dtype], False
     found = cblas.numpy_gemms()
-    if found is None:
+    if engines != {"blas"} or found is None:
         return None
     addresses, ilp64 = found
-    if not ilp64 and max(x2.size, w.size, m * n_out) > _INT32_MAX:
+    if not ilp64 and max(x2.size, w.size, out.size) > _INT32_MAX:
         return None
     return addresses[x2.dtype], ilp64
 

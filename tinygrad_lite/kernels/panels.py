@@ -149,15 +149,26 @@ def panel_matmul_numba(a, b):
 
 
 def linear_product_numba(a, b):
-    """a @ b, a Linear's product (the twin of nn.functional's linear_product): on the panel micro-kernel
-    where beats_blas(a, b) says it is faster and the trick panel_products is on; else on oneMKL where it
-    is installed and serves these operands (trick mkl_products, kernels.mkl); else NumPy's BLAS."""
-    ensure_num_threads()  # before beats_blas reads the count (tinygrad_lite.threads)
-    if TRICKS.panel_products and beats_blas(a, b):
+    """a @ b, a Linear's product (the twin of nn.functional's linear_product), on product_engine(a, b)."""
+    engine = product_engine(a, b)
+    if engine == "panels":
         return panel_matmul_numba(a, b)
-    if TRICKS.mkl_products and mkl.serves(a, b):
+    if engine == "mkl":
         return mkl.product(a, b)
     return a @ b
+
+
+def product_engine(a, b) -> str:
+    """What linear_product_numba multiplies a @ b on: "panels", the panel micro-kernel, where beats_blas(a, b)
+    says it is faster and the trick panel_products is on; else "mkl", oneMKL, where it is installed and serves
+    these operands (trick mkl_products, kernels.mkl); else "blas", NumPy's BLAS. (kernels.linear_layer asks it
+    of a Linear's three products.)"""
+    ensure_num_threads()  # before beats_blas and mkl.serves read the count (tinygrad_lite.threads)
+    if TRICKS.panel_products and beats_blas(a, b):
+        return "panels"
+    if TRICKS.mkl_products and mkl.serves(a, b):
+        return "mkl"
+    return "blas"
 
 
 @functools.lru_cache(maxsize=8)
